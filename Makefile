@@ -1,0 +1,128 @@
+# moe-conform build. Plain GNU make: `make`, `make check`, `make check-asan`,
+# `make check-exhaustive`, `make deps`, `make clean`. CUDA sources are
+# compiled for sm_90a when nvcc is on PATH and skipped (with a note) when not.
+
+CC      ?= gcc
+NVCC    ?= nvcc
+BUILD   ?= build
+# Reference numerics (DESIGN section 5): no contraction, no fast-math, SSE
+# arithmetic on x86-64, so results do not depend on compiler or -O level.
+REFFLAGS := -std=c11 -O2 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror
+ifeq ($(shell uname -m),x86_64)
+REFFLAGS += -mfpmath=sse
+endif
+SANFLAGS ?=
+CFLAGS  := $(REFFLAGS) $(SANFLAGS) -D_POSIX_C_SOURCE=200809L -Iinclude -Ireference
+LDFLAGS := $(SANFLAGS)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+OMPFLAGS := -fopenmp
+# GPU test binaries link Check and subunit statically, so they run on a GPU
+# machine that has only the CUDA driver and libc (cudart is static too).
+CHECK_LIBDIR := $(shell pkg-config --variable=libdir check 2>/dev/null)
+GPU_CHECK_LIBS := $(CHECK_LIBDIR)/libcheck_pic.a $(CHECK_LIBDIR)/libsubunit.a -lrt -lm
+NVCCFLAGS := -std=c++17 -O2 -arch=sm_90a --fmad=false --prec-div=true --prec-sqrt=true --ftz=false -Iinclude -Ireference
+
+REF_SRC    := $(wildcard reference/*.c reference/formats/*.c)
+COMBOS_SRC := $(filter-out combos/main_%.c,$(wildcard combos/*.c))
+ORACLE_SRC := tests/oracle/oracle.c
+TEST_SRC   := $(wildcard tests/check_*.c)
+TOOLS      := $(BUILD)/moe-fmt
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+REF_OBJ    := $(call obj,$(REF_SRC))
+COMBOS_OBJ := $(call obj,$(COMBOS_SRC))
+ORACLE_OBJ := $(call obj,$(ORACLE_SRC))
+TESTS      := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+
+HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
+CUDA_SRC  := $(wildcard optimized/cuda/*.cu)
+GPU_TEST_SRC := $(wildcard tests/gpu/check_*.cu)
+ifeq ($(HAVE_NVCC),yes)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
+CUDA_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRC))
+GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
+endif
+
+.PHONY: all check check-asan check-exhaustive deps clean cuda run-tests run-tests-asan
+all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/tests/%.o: tests/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(OMPFLAGS) $(CHECK_CFLAGS) -Itests -Itests/oracle -MMD -MP -c $< -o $@
+
+$(BUILD)/libmoe_ref.a: $(REF_OBJ)
+	@mkdir -p $(dir $@)
+	ar crs $@ $^
+
+$(BUILD)/libmoe_combos.a: $(COMBOS_OBJ)
+	ar crs $@ $^
+
+$(BUILD)/moe-%: $(BUILD)/obj/combos/main_%.o $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a
+	$(CC) $(LDFLAGS) $^ -lm -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $(OMPFLAGS) $^ $(CHECK_LIBS) -lm -o $@
+
+ifeq ($(HAVE_NVCC),yes)
+cuda: $(CUDA_OBJ) $(GPU_TESTS)
+$(BUILD)/obj/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(CUDA_OBJ) $(ORACLE_OBJ) $(BUILD)/libmoe_ref.a
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -pthread -Itests -Itests/oracle $^ $(GPU_CHECK_LIBS) -o $@
+else
+cuda:
+	@echo "note: $(NVCC) not found; skipped the CUDA tree ($(words $(CUDA_SRC)) .cu files) and $(words $(GPU_TEST_SRC)) GPU test binaries"
+endif
+
+# make check: install what is missing, build, run every suite. A suite that
+# exits 77 is a skip (no GPU); any other non-zero status fails the target.
+check: deps
+	@$(MAKE) --no-print-directory all $(TESTS)
+	@$(MAKE) --no-print-directory run-tests
+
+run-tests: $(TESTS) $(GPU_TESTS)
+	@fail=0; pass=0; skip=0; \
+	for t in $(TESTS) $(GPU_TESTS); do \
+	  echo "== $$t"; \
+	  MOE_BUILD=$(BUILD) $$t; rc=$$?; \
+	  if [ $$rc -eq 0 ]; then pass=$$((pass+1)); \
+	  elif [ $$rc -eq 77 ]; then skip=$$((skip+1)); echo "   (skipped: exit 77)"; \
+	  else fail=$$((fail+1)); echo "   FAILED: exit $$rc"; fi; \
+	done; \
+	echo "suites: $$pass passed, $$fail failed, $$skip skipped"; \
+	[ $$fail -eq 0 ]
+
+# Same suites under AddressSanitizer + UBSan, in a separate build tree.
+# Check's per-test timeouts are scaled for the slower instrumented code.
+check-asan: deps
+	@$(MAKE) --no-print-directory $(ASAN_VARS) all run-tests-asan
+
+ASAN_VARS := BUILD=build/asan NVCC=no-nvcc-under-asan \
+  SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fsanitize=float-cast-overflow -fno-omit-frame-pointer -g"
+
+run-tests-asan: $(TESTS)
+	@CK_TIMEOUT_MULTIPLIER=10 ASAN_OPTIONS=detect_leaks=1 $(MAKE) --no-print-directory $(ASAN_VARS) run-tests
+
+# Slow tier: every one of the 2^32 f32 inputs through every format of 8 bits
+# or fewer and both 16-bit formats, against the oracle.
+check-exhaustive: deps $(BUILD)/exhaustive_formats
+	@time $(BUILD)/exhaustive_formats
+
+$(BUILD)/exhaustive_formats: tests/exhaustive/exhaustive_formats.c $(ORACLE_OBJ) $(BUILD)/libmoe_ref.a
+	$(CC) $(CFLAGS) -O3 $(OMPFLAGS) -Itests -Itests/oracle $^ -lm -o $@
+
+deps:
+	@sh .ci/deps
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

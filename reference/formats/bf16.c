@@ -1,0 +1,11 @@
+#include "bf16.h"
+
+uint16_t moe_f32_to_bf16(float x, moe_policy p, unsigned *flags)
+{
+    unsigned f = 0;
+    uint16_t c = moe_s_round_pack_bf16(x, p, &f);
+    if (flags) *flags |= f;
+    return c;
+}
+
+float moe_bf16_to_f32(uint16_t c) { return moe_s_decode_bf16(c); }
