@@ -3,13 +3,13 @@
  * reference/formats/, compiled with --fmad=false. */
 #include <cuda_runtime.h>
 #include "moe/cuda_formats.h"
-#include "formats/bf16.h"
-#include "formats/e2m1.h"
-#include "formats/e4m3.h"
-#include "formats/e5m2.h"
-#include "formats/e8m0.h"
-#include "formats/f16.h"
-#include "formats/int_round.h"
+#include "reference/formats/bf16.h"
+#include "reference/formats/e2m1.h"
+#include "reference/formats/e4m3.h"
+#include "reference/formats/e5m2.h"
+#include "reference/formats/e8m0.h"
+#include "reference/formats/f16.h"
+#include "reference/formats/int_round.h"
 
 static __device__ uint32_t enc_one(moe_dtype d, float x, moe_policy p, unsigned *f)
 {
