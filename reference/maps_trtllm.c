@@ -3,20 +3,10 @@
 #include <stdlib.h>
 #include "moe/maps_trtllm.h"
 
-static moe_status expect_host(const moe_tensor *t, const char *name, moe_dtype dtype, int ndim)
-{
-    moe_status s = moe_tensor_expect(t, name, dtype, ndim);
-    if (s != MOE_OK) return s;
-    if (t->device.kind != MOE_DEVICE_HOST)
-        return moe_fail(MOE_ERR_INVALID_ARG, "%s: must be a host tensor (the reference runs on the CPU)",
-                        name);
-    return MOE_OK;
-}
-
 static moe_status expect_vec(const moe_tensor *t, const char *name, moe_dtype dtype, int64_t n,
                              const char *rule)
 {
-    moe_status s = expect_host(t, name, dtype, 1);
+    moe_status s = moe_tensor_expect_host(t, name, dtype, 1);
     if (s != MOE_OK) return s;
     if (t->shape[0] != n)
         return moe_fail(MOE_ERR_SHAPE, "%s: %lld entries, expected %lld (%s)", name,
@@ -55,7 +45,7 @@ moe_status moe_ref_maps_trtllm(const moe_tensor *token_selected_experts,
                                moe_tensor *expert_first_token_offset,
                                moe_tensor *permuted_token_selected_experts)
 {
-    moe_status s = expect_host(token_selected_experts, "token_selected_experts", MOE_I32, 2);
+    moe_status s = moe_tensor_expect_host(token_selected_experts, "token_selected_experts", MOE_I32, 2);
     if (s != MOE_OK) return s;
     const int64_t T = token_selected_experts->shape[0], k = token_selected_experts->shape[1];
     s = check_params(params, k);

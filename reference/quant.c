@@ -71,10 +71,8 @@ static float xval(const moe_tensor *x, int64_t row, int64_t col)
 static moe_status expect_shape(const moe_tensor *t, const char *arg, moe_dtype dt, int ndim,
                                const int64_t *shape)
 {
-    moe_status st = moe_tensor_expect(t, arg, dt, ndim);
+    moe_status st = moe_tensor_expect_host(t, arg, dt, ndim);
     if (st != MOE_OK) return st;
-    if (t->device.kind != MOE_DEVICE_HOST)
-        return moe_fail(MOE_ERR_UNSUPPORTED, "%s: the reference runs on host tensors", arg);
     for (int i = 0; i < ndim; i++)
         if (t->shape[i] != shape[i])
             return moe_fail(MOE_ERR_SHAPE, "%s: shape[%d] = %lld, expected %lld", arg, i,
@@ -183,10 +181,8 @@ moe_status moe_ref_quantize(const moe_quant_spec *spec, const moe_tensor *x,
 {
     moe_status st = moe_quant_spec_check(spec);
     if (st != MOE_OK) return st;
-    st = moe_tensor_expect(x, "x", MOE_F32, -1);
+    st = moe_tensor_expect_host(x, "x", MOE_F32, -1);
     if (st != MOE_OK) return st;
-    if (x->device.kind != MOE_DEVICE_HOST)
-        return moe_fail(MOE_ERR_UNSUPPORTED, "x: the reference runs on host tensors");
     moe_q_geom g;
     moe_quant_dims d;
     if ((st = moe_q_geometry(spec, "x", x->ndim, x->shape, &g)) != MOE_OK) return st;

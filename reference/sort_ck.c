@@ -9,16 +9,6 @@
 #define MOCK_TOKEN_MAX 0xFFFFFF
 #define MOCK_TOPK_MAX 255
 
-static moe_status expect_host(const moe_tensor *t, const char *name, moe_dtype dtype, int ndim)
-{
-    moe_status s = moe_tensor_expect(t, name, dtype, ndim);
-    if (s != MOE_OK) return s;
-    if (t->device.kind != MOE_DEVICE_HOST)
-        return moe_fail(MOE_ERR_INVALID_ARG, "%s: must be a host tensor (the reference runs on the CPU)",
-                        name);
-    return MOE_OK;
-}
-
 static moe_status check_sizes(int64_t num_tokens, int topk, int num_experts, int unit_size)
 {
     if (num_experts <= 0)
@@ -79,7 +69,7 @@ static moe_status check_params(const moe_sort_ck_params *p, int64_t T, int topk)
         return moe_fail(MOE_ERR_INVALID_ARG, "topk %d: mock ids hold at most %d slots", topk,
                         MOCK_TOPK_MAX);
     if (p->local_expert_mask) {
-        s = expect_host(p->local_expert_mask, "local_expert_mask", MOE_I32, 1);
+        s = moe_tensor_expect_host(p->local_expert_mask, "local_expert_mask", MOE_I32, 1);
         if (s != MOE_OK) return s;
         if (p->local_expert_mask->shape[0] != p->num_experts)
             return moe_fail(MOE_ERR_SHAPE, "local_expert_mask: %lld entries, num_experts is %d",
@@ -96,10 +86,10 @@ static moe_status check_params(const moe_sort_ck_params *p, int64_t T, int topk)
 static moe_status check_outputs(const moe_tensor *ids, const moe_tensor *w, const moe_tensor *tiles,
                                 const moe_tensor *ntpp)
 {
-    moe_status s = expect_host(ids, "sorted_token_ids", MOE_I32, 1);
-    if (s == MOE_OK) s = expect_host(w, "sorted_weights", MOE_F32, 1);
-    if (s == MOE_OK) s = expect_host(tiles, "sorted_expert_ids", MOE_I32, 1);
-    if (s == MOE_OK) s = expect_host(ntpp, "num_tokens_post_padded", MOE_I32, 1);
+    moe_status s = moe_tensor_expect_host(ids, "sorted_token_ids", MOE_I32, 1);
+    if (s == MOE_OK) s = moe_tensor_expect_host(w, "sorted_weights", MOE_F32, 1);
+    if (s == MOE_OK) s = moe_tensor_expect_host(tiles, "sorted_expert_ids", MOE_I32, 1);
+    if (s == MOE_OK) s = moe_tensor_expect_host(ntpp, "num_tokens_post_padded", MOE_I32, 1);
     if (s != MOE_OK) return s;
     if (w->shape[0] != ids->shape[0])
         return moe_fail(MOE_ERR_SHAPE, "sorted_weights: %lld entries, sorted_token_ids has %lld",
@@ -145,8 +135,8 @@ moe_status moe_ref_sort_ck(const moe_tensor *topk_ids, const moe_tensor *topk_we
                            moe_tensor *sorted_weights, moe_tensor *sorted_expert_ids,
                            moe_tensor *num_tokens_post_padded)
 {
-    moe_status s = expect_host(topk_ids, "topk_ids", MOE_I32, 2);
-    if (s == MOE_OK) s = expect_host(topk_weights, "topk_weights", MOE_F32, 2);
+    moe_status s = moe_tensor_expect_host(topk_ids, "topk_ids", MOE_I32, 2);
+    if (s == MOE_OK) s = moe_tensor_expect_host(topk_weights, "topk_weights", MOE_F32, 2);
     if (s != MOE_OK) return s;
     int64_t T = topk_ids->shape[0];
     if (topk_ids->shape[1] > INT32_MAX)

@@ -104,3 +104,12 @@ moe_status moe_tensor_expect(const moe_tensor *t, const char *arg, moe_dtype dty
         return moe_fail(MOE_ERR_SHAPE, "%s: rank %d, expected %d", arg, t->ndim, ndim);
     return MOE_OK;
 }
+
+moe_status moe_tensor_expect_host(const moe_tensor *t, const char *arg, moe_dtype dtype, int ndim)
+{
+    moe_status s = moe_tensor_expect(t, arg, dtype, ndim);
+    if (s != MOE_OK) return s;
+    if (t->device.kind != MOE_DEVICE_HOST)
+        return moe_fail(MOE_ERR_UNSUPPORTED, "%s: must be a host tensor (the reference runs on the CPU)", arg);
+    return MOE_OK;
+}

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "moe/dtype.h"
+#include "moe/sha256.h"
 #include "moe/status.h"
 
 START_TEST(status_names)
@@ -65,6 +66,30 @@ START_TEST(dtype_table)
 }
 END_TEST
 
+/* FIPS 180-4 vectors, and chunked updates equal one update. */
+START_TEST(sha256_vectors)
+{
+    char hex[65];
+    moe_sha256_hex("", 0, hex);
+    ck_assert_str_eq(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    moe_sha256_hex("abc", 3, hex);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    char a[1000];
+    memset(a, 'a', sizeof a);
+    moe_sha256_hex(a, sizeof a, hex);
+    ck_assert_str_eq(hex, "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+    moe_sha256 s;
+    uint8_t d1[32], d2[32];
+    moe_sha256_init(&s);
+    for (size_t i = 0; i < sizeof a; i += 7) moe_sha256_update(&s, a + i, i + 7 <= sizeof a ? 7 : sizeof a - i);
+    moe_sha256_final(&s, d1);
+    moe_sha256_init(&s);
+    moe_sha256_update(&s, a, sizeof a);
+    moe_sha256_final(&s, d2);
+    ck_assert_int_eq(memcmp(d1, d2, 32), 0);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -72,6 +97,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, status_names);
     tcase_add_test(tc, last_error_message);
     tcase_add_test(tc, dtype_table);
+    tcase_add_test(tc, sha256_vectors);
     suite_add_tcase(s, tc);
     return s;
 }

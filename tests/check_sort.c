@@ -739,7 +739,7 @@ START_TEST(ck_argument_rules)
     case 0: ids = NULL, want = MOE_ERR_NULL, arg = "topk_ids"; break;
     case 1: f.ids.dtype = MOE_F32, want = MOE_ERR_DTYPE, arg = "topk_ids"; break;
     case 2: f.ids.ndim = 1, want = MOE_ERR_SHAPE, arg = "topk_ids"; break;
-    case 3: f.ids.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_INVALID_ARG, arg = "topk_ids"; break;
+    case 3: f.ids.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_UNSUPPORTED, arg = "topk_ids"; break;
     case 4: w = NULL, want = MOE_ERR_NULL, arg = "topk_weights"; break;
     case 5: f.w.dtype = MOE_BF16, want = MOE_ERR_DTYPE, arg = "topk_weights"; break;
     case 6: f.w.shape[1] = 1, want = MOE_ERR_SHAPE, arg = "topk_weights"; break;
@@ -783,11 +783,11 @@ START_TEST(ck_argument_rules)
         break;
     case 23:
         extra = tensor(MOE_I32, 1, 4, 0), f.p.local_expert_mask = &extra;
-        extra.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_INVALID_ARG, arg = "local_expert_mask";
+        extra.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_UNSUPPORTED, arg = "local_expert_mask";
         break;
     case 24: sti = NULL, want = MOE_ERR_NULL, arg = "sorted_token_ids"; break;
     case 25: f.sti.dtype = MOE_F32, want = MOE_ERR_DTYPE, arg = "sorted_token_ids"; break;
-    case 26: f.sti.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_INVALID_ARG, arg = "sorted_token_ids"; break;
+    case 26: f.sti.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_UNSUPPORTED, arg = "sorted_token_ids"; break;
     case 27: sw = NULL, want = MOE_ERR_NULL, arg = "sorted_weights"; break;
     case 28: f.sw.dtype = MOE_I32, want = MOE_ERR_DTYPE, arg = "sorted_weights"; break;
     case 29: f.sw.shape[0] = 9, want = MOE_ERR_SHAPE, arg = "sorted_weights"; break;
@@ -857,7 +857,7 @@ START_TEST(tr_argument_rules)
     case 0: ids = NULL, want = MOE_ERR_NULL, arg = "token_selected_experts"; break;
     case 1: f.ids.dtype = MOE_I64, want = MOE_ERR_DTYPE, arg = "token_selected_experts"; break;
     case 2: f.ids.ndim = 3, want = MOE_ERR_SHAPE, arg = "token_selected_experts"; break;
-    case 3: f.ids.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_INVALID_ARG, arg = "token_selected_experts"; break;
+    case 3: f.ids.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_UNSUPPORTED, arg = "token_selected_experts"; break;
     case 4: p = NULL, want = MOE_ERR_NULL, arg = "params"; break;
     case 5: f.p.variant = (moe_maps_trtllm_variant)3, want = MOE_ERR_INVALID_ARG, arg = "variant"; break;
     case 6: f.p.num_experts = 0, want = MOE_ERR_INVALID_ARG, arg = "num_experts"; break;
@@ -876,7 +876,7 @@ START_TEST(tr_argument_rules)
     case 14: f.perm.dtype = MOE_I64, want = MOE_ERR_DTYPE, arg = "permuted_row_to_unpermuted_row"; break;
     case 15: f.perm.shape[0] = 3, want = MOE_ERR_SHAPE, arg = "permuted_row_to_unpermuted_row"; break;
     case 16:
-        f.perm.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_INVALID_ARG;
+        f.perm.device.kind = MOE_DEVICE_CUDA, want = MOE_ERR_UNSUPPORTED;
         arg = "permuted_row_to_unpermuted_row";
         break;
     case 17: inv = NULL, want = MOE_ERR_NULL, arg = "unpermuted_row_to_permuted_row"; break;

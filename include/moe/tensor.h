@@ -57,6 +57,10 @@ int64_t moe_tensor_numel(const moe_tensor *t);
  * names `arg`. */
 moe_status moe_tensor_expect(const moe_tensor *t, const char *arg, moe_dtype dtype, int ndim);
 
+/* moe_tensor_expect, and the data must be host memory: the reference
+ * stages read their tensors directly. */
+moe_status moe_tensor_expect_host(const moe_tensor *t, const char *arg, moe_dtype dtype, int ndim);
+
 #ifdef __cplusplus
 }
 #endif
