@@ -1,0 +1,149 @@
+#include <string.h>
+#include "elem.h"
+#include "math.h"
+#include "moe/act.h"
+
+static const char *const act_names[MOE_ACT_COUNT] = {"silu",         "gelu",        "gelu_tanh",  "swigluoai",
+                                                     "swiglu_clamp", "swiglu_bias", "relu2",      "silu_nomul",
+                                                     "gelu_nomul",   "identity"};
+static const char *const layout_names[MOE_LAYOUT_COUNT] = {"gate_up", "up_gate", "interleaved"};
+
+const char *moe_act_name(moe_act a) { return (unsigned)a < MOE_ACT_COUNT ? act_names[a] : "unknown"; }
+const char *moe_act_layout_name(moe_act_layout l) { return (unsigned)l < MOE_LAYOUT_COUNT ? layout_names[l] : "unknown"; }
+
+moe_status moe_act_from_name(const char *name, moe_act *out)
+{
+    if (!name || !out) return moe_fail(MOE_ERR_NULL, "name, out: must not be NULL");
+    for (int i = 0; i < MOE_ACT_COUNT; i++)
+        if (strcmp(name, act_names[i]) == 0) return *out = (moe_act)i, MOE_OK;
+    return moe_fail(MOE_ERR_INVALID_ARG, "activation '%s': not one of silu gelu gelu_tanh swigluoai swiglu_clamp "
+                    "swiglu_bias relu2 silu_nomul gelu_nomul identity", name);
+}
+
+moe_status moe_act_layout_from_name(const char *name, moe_act_layout *out)
+{
+    if (!name || !out) return moe_fail(MOE_ERR_NULL, "name, out: must not be NULL");
+    for (int i = 0; i < MOE_LAYOUT_COUNT; i++)
+        if (strcmp(name, layout_names[i]) == 0) return *out = (moe_act_layout)i, MOE_OK;
+    return moe_fail(MOE_ERR_INVALID_ARG, "layout '%s': not one of gate_up up_gate interleaved", name);
+}
+
+int moe_act_is_gated(moe_act a) { return a <= MOE_ACT_SWIGLU_BIAS; }
+
+moe_act_params moe_act_defaults(moe_act a, moe_act_layout layout)
+{
+    moe_act_params p;
+    memset(&p, 0, sizeof p);
+    p.act = a;
+    p.layout = layout;
+    p.alpha = 1.702f;
+    p.limit = 7.0f;
+    return p;
+}
+
+static float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+static const float *opt_vec(const moe_tensor *t) { return t ? (const float *)t->data : NULL; }
+
+static moe_status check_vec(const moe_tensor *t, const char *arg)
+{
+    if (!t) return MOE_OK;
+    return moe_tensor_expect(t, arg, MOE_F32, 1);
+}
+
+moe_status moe_ref_activation(const moe_tensor *x, const moe_tensor *row_expert, const moe_act_params *p,
+                              moe_tensor *out)
+{
+    moe_status s = moe_s_expect_storage(x, "x", 2);
+    if (s != MOE_OK) return s;
+    if ((s = moe_s_expect_storage(out, "out", 2))) return s;
+    if (!p) return moe_fail(MOE_ERR_NULL, "params: must not be NULL");
+    if ((unsigned)p->act >= MOE_ACT_COUNT) return moe_fail(MOE_ERR_INVALID_ARG, "act %d: not a moe_act", (int)p->act);
+    if ((unsigned)p->layout >= MOE_LAYOUT_COUNT)
+        return moe_fail(MOE_ERR_INVALID_ARG, "layout %d: not a moe_act_layout", (int)p->layout);
+    int gated = moe_act_is_gated(p->act);
+    int64_t P = x->shape[0], I = out->shape[1];
+    if (out->shape[0] != P || x->shape[1] != (gated ? 2 * I : I))
+        return moe_fail(MOE_ERR_SHAPE, "x [%lld, %lld], out [%lld, %lld]: %s needs x [P, %s] and out [P, I]",
+                        (long long)P, (long long)x->shape[1], (long long)out->shape[0], (long long)I,
+                        moe_act_name(p->act), gated ? "2I" : "I");
+    if ((p->act == MOE_ACT_SWIGLUOAI || p->act == MOE_ACT_SWIGLU_CLAMP) && !(p->limit >= 0.0f))
+        return moe_fail(MOE_ERR_INVALID_ARG, "limit: must be >= 0 (or +Inf) for %s", moe_act_name(p->act));
+    if ((s = check_vec(p->swiglu_alpha, "swiglu_alpha")) || (s = check_vec(p->swiglu_beta, "swiglu_beta")) ||
+        (s = check_vec(p->swiglu_limit, "swiglu_limit")))
+        return s;
+    if (row_expert) {
+        if ((s = moe_tensor_expect(row_expert, "row_expert", MOE_I32, 1))) return s;
+        if (row_expert->shape[0] != P)
+            return moe_fail(MOE_ERR_SHAPE, "row_expert: %lld entries, x has %lld rows", (long long)row_expert->shape[0],
+                            (long long)P);
+    }
+    const float *va = opt_vec(p->swiglu_alpha), *vb = opt_vec(p->swiglu_beta), *vl = opt_vec(p->swiglu_limit);
+    int64_t nexp = 1 << 30;
+    if (va) nexp = va ? p->swiglu_alpha->shape[0] : nexp;
+    if (vb && p->swiglu_beta->shape[0] < nexp) nexp = p->swiglu_beta->shape[0];
+    if (vl && p->swiglu_limit->shape[0] < nexp) nexp = p->swiglu_limit->shape[0];
+    const int32_t *re = row_expert ? row_expert->data : NULL;
+    for (int64_t r = 0; r < P && re; r++)
+        if (re[r] < -1 || (p->act == MOE_ACT_SWIGLU_BIAS && (va || vb || vl) && re[r] >= nexp))
+            return moe_fail(MOE_ERR_INVALID_ARG, "row_expert[%lld] = %d: no per-expert swiglu parameter for it",
+                            (long long)r, re[r]);
+    moe_dtype xd = x->dtype;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < P; r++) {
+        int e = re ? re[r] : 0;
+        for (int64_t i = 0; i < I; i++) {
+            int64_t o = r * I + i;
+            if (e < 0) {
+                moe_s_store(out->dtype, out->data, o, 0.0f);
+                continue;
+            }
+            float v;
+            if (!gated) {
+                float a = moe_s_load(xd, x->data, r * I + i);
+                switch (p->act) {
+                case MOE_ACT_RELU2: a = a > 0.0f ? a : 0.0f, v = a * a; break;
+                case MOE_ACT_SILU_NOMUL: v = moe_siluf(a); break;
+                case MOE_ACT_GELU_NOMUL: v = moe_gelu_erff(a); break;
+                default: v = a; break; /* identity */
+                }
+            } else {
+                int64_t gi, ui, base = r * 2 * I;
+                if (p->layout == MOE_LAYOUT_GATE_UP) gi = base + i, ui = base + I + i;
+                else if (p->layout == MOE_LAYOUT_UP_GATE) ui = base + i, gi = base + I + i;
+                else gi = base + 2 * i, ui = base + 2 * i + 1;
+                float g = moe_s_load(xd, x->data, gi), u = moe_s_load(xd, x->data, ui), a;
+                switch (p->act) {
+                case MOE_ACT_SWIGLUOAI: {
+                    float gc = g < p->limit ? g : p->limit; /* min; a NaN gate stays NaN */
+                    if (g != g) gc = g;
+                    float uc = clampf(u, -p->limit, p->limit);
+                    v = (uc + 1.0f) * (gc * moe_sigmoidf(gc * p->alpha));
+                    break;
+                }
+                case MOE_ACT_SWIGLU_CLAMP: {
+                    float gc = g < p->limit ? g : p->limit;
+                    if (g != g) gc = g;
+                    v = moe_siluf(gc) * clampf(u, -p->limit, p->limit);
+                    break;
+                }
+                case MOE_ACT_SWIGLU_BIAS: {
+                    float al = va ? va[e] : 1.0f, be = vb ? vb[e] : 0.0f, L = vl ? vl[e] : 1.0f / 0.0f;
+                    float gc = g < L ? g : L;
+                    if (g != g) gc = g;
+                    v = gc * moe_sigmoidf(al * gc) * (clampf(u, -L, L) + be);
+                    break;
+                }
+                default:
+                    a = p->act == MOE_ACT_SILU ? moe_siluf(g) : p->act == MOE_ACT_GELU ? moe_gelu_erff(g)
+                                                                                     : moe_gelu_tanhf(g);
+                    if (p->round_act_to_storage) a = moe_s_round_to(xd, a);
+                    v = a * u;
+                    break;
+                }
+            }
+            moe_s_store(out->dtype, out->data, o, v);
+        }
+    }
+    return MOE_OK;
+}

@@ -1,0 +1,186 @@
+#include <stdlib.h>
+#include "elem.h"
+#include "math.h"
+#include "moe/route.h"
+
+const char *moe_route_method_name(moe_route_method m)
+{
+    static const char *const n[MOE_ROUTE_COUNT] = {"softmax_topk", "sigmoid_topk", "grouped_topk", "llama4_top1"};
+    return (unsigned)m < MOE_ROUTE_COUNT ? n[m] : "unknown";
+}
+
+static int finite(float x) { return x - x == 0.0f; }
+
+/* Index of the largest val[e] among allowed, not yet taken experts; ties to
+ * the lower id; -1 if none is left. NaN never wins. */
+static int argmax(const float *val, const unsigned char *ok, int E)
+{
+    int best = -1;
+    for (int e = 0; e < E; e++)
+        if (ok[e] && (best < 0 || val[e] > val[best])) best = e;
+    return best;
+}
+
+static void scores(const float *x, int E, moe_score_func f, float *p)
+{
+    if (f == MOE_SCORE_SIGMOID) {
+        for (int e = 0; e < E; e++) p[e] = moe_sigmoidf(x[e]);
+    } else {
+        float m = x[0];
+        for (int e = 1; e < E; e++)
+            if (x[e] > m || m != m) m = x[e];
+        float sum = 0.0f;
+        for (int e = 0; e < E; e++) {
+            p[e] = moe_expf(x[e] - m);
+            sum = sum + p[e];
+        }
+        float r = 1.0f / sum;
+        for (int e = 0; e < E; e++) p[e] = p[e] * r;
+    }
+    for (int e = 0; e < E; e++)
+        if (!finite(p[e])) p[e] = 0.0f;
+}
+
+static moe_status check(const moe_tensor *logits, const moe_route_params *p, const moe_tensor *ids,
+                        const moe_tensor *w)
+{
+    moe_status s = moe_s_expect_storage(logits, "logits", 2);
+    if (s != MOE_OK) return s;
+    if (!p) return moe_fail(MOE_ERR_NULL, "params: must not be NULL");
+    int64_t M = logits->shape[0], E = logits->shape[1];
+    if ((unsigned)p->method >= MOE_ROUTE_COUNT)
+        return moe_fail(MOE_ERR_INVALID_ARG, "method %d: not a moe_route_method", (int)p->method);
+    if (E <= 0) return moe_fail(MOE_ERR_SHAPE, "logits: E = %lld, need at least one expert", (long long)E);
+    if (p->topk <= 0 || p->topk > E)
+        return moe_fail(MOE_ERR_INVALID_ARG, "topk %d: must be in [1, E = %lld]", p->topk, (long long)E);
+    if (p->method == MOE_ROUTE_LLAMA4_TOP1 && p->topk != 1)
+        return moe_fail(MOE_ERR_INVALID_ARG, "topk %d: llama4_top1 routes to exactly one expert", p->topk);
+    if (!(p->routed_scaling_factor > 0.0f) || !finite(p->routed_scaling_factor))
+        return moe_fail(MOE_ERR_INVALID_ARG, "routed_scaling_factor: must be finite and > 0");
+    if (p->method == MOE_ROUTE_GROUPED_TOPK) {
+        int G = p->num_expert_group;
+        if (G <= 0 || E % G != 0 || E <= G)
+            return moe_fail(MOE_ERR_INVALID_ARG, "num_expert_group %d: must divide E = %lld and be smaller", G,
+                            (long long)E);
+        if (p->topk_group <= 0 || p->topk_group > G)
+            return moe_fail(MOE_ERR_INVALID_ARG, "topk_group %d: must be in [1, num_expert_group = %d]",
+                            p->topk_group, G);
+        if (p->topk > p->topk_group * (E / G))
+            return moe_fail(MOE_ERR_INVALID_ARG, "topk %d: more than the %lld experts of the kept groups", p->topk,
+                            (long long)(p->topk_group * (E / G)));
+        if (p->correction_bias && E / G < 2)
+            return moe_fail(MOE_ERR_INVALID_ARG, "num_expert_group %d: the top-2 group score needs 2 experts a group", G);
+        if (p->score != MOE_SCORE_SOFTMAX && p->score != MOE_SCORE_SIGMOID)
+            return moe_fail(MOE_ERR_INVALID_ARG, "score %d: not a moe_score_func", (int)p->score);
+    }
+    if (p->correction_bias) {
+        if ((s = moe_tensor_expect(p->correction_bias, "correction_bias", MOE_F32, 1))) return s;
+        if (p->correction_bias->shape[0] != E)
+            return moe_fail(MOE_ERR_SHAPE, "correction_bias: %lld entries, E = %lld",
+                            (long long)p->correction_bias->shape[0], (long long)E);
+        const float *b = p->correction_bias->data;
+        for (int64_t e = 0; e < E; e++)
+            if (!finite(b[e])) return moe_fail(MOE_ERR_INVALID_ARG, "correction_bias[%lld]: must be finite", (long long)e);
+    }
+    if ((s = moe_tensor_expect(ids, "topk_ids", MOE_I32, 2)) || (s = moe_tensor_expect(w, "topk_weights", MOE_F32, 2)))
+        return s;
+    if (ids->shape[0] != M || ids->shape[1] != p->topk || w->shape[0] != M || w->shape[1] != p->topk)
+        return moe_fail(MOE_ERR_SHAPE, "topk_ids, topk_weights: must both be [M = %lld, topk = %d]", (long long)M,
+                        p->topk);
+    return MOE_OK;
+}
+
+/* One token. x: logits as f32; work: 3*E floats + E bytes. */
+static void route_row(const moe_route_params *p, const float *x, int E, float *prob, float *sel, float *gscore,
+                      unsigned char *ok, int32_t *ids, float *w)
+{
+    const float *bias = p->correction_bias ? p->correction_bias->data : NULL;
+    int k = p->topk;
+    for (int e = 0; e < E; e++) ok[e] = 1;
+    if (p->method == MOE_ROUTE_LLAMA4_TOP1) {
+        for (int e = 0; e < E; e++) sel[e] = x[e];
+        int best = argmax(sel, ok, E);
+        if (best < 0) best = 0; /* every logit NaN */
+        ids[0] = best;
+        w[0] = moe_sigmoidf(x[best]);
+        if (!finite(w[0])) w[0] = 0.0f;
+    } else {
+        scores(x, E, p->method == MOE_ROUTE_SIGMOID_TOPK ? MOE_SCORE_SIGMOID
+                     : p->method == MOE_ROUTE_GROUPED_TOPK ? p->score : MOE_SCORE_SOFTMAX, prob);
+        for (int e = 0; e < E; e++) sel[e] = bias ? prob[e] + bias[e] : prob[e];
+        if (p->method == MOE_ROUTE_GROUPED_TOPK) {
+            int G = p->num_expert_group, per = E / G;
+            for (int g = 0; g < G; g++) {
+                const float *s = sel + g * per;
+                int i1 = 0;
+                for (int i = 1; i < per; i++)
+                    if (s[i] > s[i1]) i1 = i;
+                if (bias) { /* DeepSeek-V3: sum of the group's top-2 biased scores */
+                    int i2 = -1;
+                    for (int i = 0; i < per; i++)
+                        if (i != i1 && (i2 < 0 || s[i] > s[i2])) i2 = i;
+                    gscore[g] = s[i1] + s[i2];
+                } else {
+                    gscore[g] = s[i1];
+                }
+            }
+            unsigned char gok[1024], keep[1024];
+            for (int g = 0; g < G; g++) gok[g] = 1, keep[g] = 0;
+            for (int r = 0; r < p->topk_group; r++) {
+                int g = argmax(gscore, gok, G);
+                keep[g] = 1, gok[g] = 0;
+            }
+            for (int e = 0; e < E; e++) ok[e] = keep[e / per];
+        }
+        for (int j = 0; j < k; j++) {
+            int best = argmax(sel, ok, E);
+            if (best < 0) { /* only possible with NaN selection values: take the lowest free id */
+                for (best = 0; !ok[best]; best++) {}
+            }
+            ids[j] = best;
+            w[j] = prob[best];
+            ok[best] = 0;
+        }
+    }
+    if (p->renormalize) {
+        float sum = 0.0f;
+        for (int j = 0; j < k; j++) sum = sum + w[j];
+        float d = sum > 0.0f ? sum : 1.0f;
+        for (int j = 0; j < k; j++) w[j] = w[j] / d;
+    }
+    if (p->routed_scaling_factor != 1.0f)
+        for (int j = 0; j < k; j++) w[j] = w[j] * p->routed_scaling_factor;
+}
+
+moe_status moe_ref_route(const moe_tensor *logits, const moe_route_params *p, moe_tensor *topk_ids,
+                         moe_tensor *topk_weights)
+{
+    moe_status s = check(logits, p, topk_ids, topk_weights);
+    if (s != MOE_OK) return s;
+    int64_t M = logits->shape[0];
+    int E = (int)logits->shape[1];
+    if (p->method == MOE_ROUTE_GROUPED_TOPK && p->num_expert_group > 1024)
+        return moe_fail(MOE_ERR_UNSUPPORTED, "num_expert_group %d: at most 1024", p->num_expert_group);
+    int failed = 0;
+#pragma omp parallel
+    {
+        float *buf = malloc(sizeof(float) * (size_t)E * 4);
+        unsigned char *ok = malloc((size_t)E);
+        if (!buf || !ok) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < M; t++) {
+            if (!buf || !ok) continue;
+            float *x = buf + 3 * (size_t)E;
+            for (int e = 0; e < E; e++) x[e] = moe_s_load(logits->dtype, logits->data, t * E + e);
+            route_row(p, x, E, buf, buf + E, buf + 2 * (size_t)E, ok, (int32_t *)topk_ids->data + t * p->topk,
+                      (float *)topk_weights->data + t * p->topk);
+        }
+        free(buf);
+        free(ok);
+    }
+    if (failed) return moe_fail(MOE_ERR_NOMEM, "route: per-thread buffers");
+    return MOE_OK;
+}
