@@ -7,7 +7,8 @@ NVCC    ?= nvcc
 BUILD   ?= build
 # Reference numerics (DESIGN section 5): no contraction, no fast-math, SSE
 # arithmetic on x86-64, so results do not depend on compiler or -O level.
-REFFLAGS := -std=c11 -O2 -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror
+OPT     ?= -O2
+REFFLAGS := -std=c11 $(OPT) -ffp-contract=off -fno-fast-math -Wall -Wextra -Werror
 ifeq ($(shell uname -m),x86_64)
 REFFLAGS += -mfpmath=sse
 endif
@@ -46,7 +47,7 @@ CUDA_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRC))
 GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
 endif
 
-.PHONY: all check check-asan check-exhaustive deps clean cuda run-tests run-tests-asan
+.PHONY: all bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
 all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
 
 $(BUILD)/obj/%.o: %.c
@@ -120,6 +121,32 @@ check-exhaustive: deps $(BUILD)/exhaustive_formats
 
 $(BUILD)/exhaustive_formats: tests/exhaustive/exhaustive_formats.c $(ORACLE_OBJ) $(BUILD)/libmoe_ref.a
 	$(CC) $(CFLAGS) -O3 -Itests -Itests/oracle $^ -lm -o $@
+
+# The reference promises bits that depend on nothing but the inputs:
+# moe-digest (tests/determinism/) built with gcc -O2, gcc -O0 and clang -O2,
+# each run with 1 and 2 OpenMP threads, must print identical digests.
+DET_CONFIGS := gcc:-O2 gcc:-O0 clang:-O2
+check-determinism: deps
+	@set -e; mkdir -p build/det; rm -f build/det/*.txt; \
+	for c in $(DET_CONFIGS); do cc=$${c%%:*}; opt=$${c#*:}; d=build/det/$$cc$$opt; \
+	  $(MAKE) --no-print-directory -s BUILD=$$d CC=$$cc OPT=$$opt $$d/moe-digest; \
+	  for th in 1 2; do OMP_NUM_THREADS=$$th $$d/moe-digest > build/det/$$cc$$opt.t$$th.txt; done; \
+	done; \
+	ref=build/det/gcc-O2.t1.txt; \
+	for f in build/det/*.txt; do \
+	  cmp -s $$ref $$f || { echo "determinism: $$f differs from $$ref:"; diff $$ref $$f | head -20; exit 1; }; \
+	done; \
+	echo "determinism: $$(wc -l < $$ref) cases, identical digests from $$(ls build/det/*.txt | wc -l) runs ($(DET_CONFIGS) x 1, 2 threads)"
+
+# Reference speed at the standard shapes (not a test; numbers for the README).
+bench-ref: $(BUILD)/bench_ref_forward
+	$(BUILD)/bench_ref_forward 64
+
+$(BUILD)/bench_ref_forward: $(BUILD)/obj/tests/bench/bench_ref_forward.o $(BUILD)/libmoe_ref.a
+	$(CC) $(LDFLAGS) $^ -lm -o $@
+
+$(BUILD)/moe-digest: $(BUILD)/obj/tests/determinism/digest.o $(BUILD)/libmoe_ref.a
+	$(CC) $(LDFLAGS) $^ -lm -o $@
 
 deps:
 	@sh .ci/deps
