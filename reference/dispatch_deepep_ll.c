@@ -8,14 +8,8 @@
 #include <string.h>
 #include "elem.h"
 #include "moe/dispatch.h"
+#include "quant_internal.h"
 #include "moe/format.h"
-
-static float f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static uint32_t bits_of(float f)
 {
@@ -24,26 +18,18 @@ static uint32_t bits_of(float f)
     return u;
 }
 
+/* The rule itself lives in the quant stage (MOE_RULE_DEEPEP_LL), so the
+ * dispatch and a standalone quantization of the same row agree by
+ * construction. */
 void moe_deepep_ll_scales(float amax, int round_scale, float *scale, float *scale_inv)
 {
-    /* kFP8Margin: the group max never goes below 1e-4 (fmaxf drops NaN) */
-    float a = amax > 1e-4f ? amax : 1e-4f;
-    /* upstream multiplies by kFP8AmaxInv = 1.0f / 448.0f (f32 0x3B124925,
-     * 1/448 rounded up; the anchor's decimal 0.0022321428f would be the
-     * float below it) instead of dividing (A.5 step 3) */
-    const float inv448 = 1.0f / 448.0f;
-    if (!round_scale) {
-        *scale_inv = a * inv448;
-        *scale = 448.0f / a;
-        return;
-    }
-    /* fast_log2_ceil: exponent field - 127, plus 1 when the fraction is
-     * nonzero; fast_pow2(n): (n + 127) << 23 as f32 bits, in 32-bit
-     * wrap-around arithmetic as the GPU does (utils.cuh:481-503) */
-    uint32_t b = bits_of(a * inv448);
-    int e = (int)((b >> 23) & 0xFFu) - 127 + ((b & 0x7FFFFFu) != 0);
-    *scale = f32_from_bits((uint32_t)(127 - e) << 23);
-    *scale_inv = f32_from_bits((uint32_t)(127 + e) << 23);
+    moe_quant_spec spec;
+    moe_quant_spec_deepep_ll(round_scale, 0, &spec);
+    moe_q_stats st = {amax, amax, amax, -amax};
+    moe_q_group g;
+    moe_q_rule_dynamic(&spec, &st, 1.0f, &g);
+    *scale = g.f;
+    *scale_inv = g.scale;
 }
 
 void moe_deepep_ll_cast_group(const float *f, int round_scale, uint8_t *q, float *scale_inv)
@@ -56,7 +42,7 @@ void moe_deepep_ll_cast_group(const float *f, int round_scale, uint8_t *q, float
     moe_deepep_ll_scales(amax, round_scale, &scale, scale_inv);
     /* __nv_cvt_float2_to_fp8x2(..., __NV_SATFINITE, E4M3): RNE, +-448 */
     for (int i = 0; i < MOE_DEEPEP_LL_GROUP; i++)
-        q[i] = moe_f32_to_e4m3(f[i] * scale, MOE_POLICY_E4M3_SAT_RNE, NULL);
+        q[i] = moe_f32_to_e4m3(moe_q_canon_nan(f[i] * scale, f[i]), MOE_POLICY_E4M3_SAT_RNE, NULL);
 }
 
 uint8_t moe_deepep_ll_ue8m0(float scale_inv)

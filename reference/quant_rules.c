@@ -160,17 +160,24 @@ void moe_q_rule_dynamic(const moe_quant_spec *s, const moe_q_stats *st, float gs
         if (!s->pow2_scale) {
             o->scale = a * RCP448; /* scale_inv */
             o->f = 448.0f / a;     /* scale */
-        } else if (isnan(a) || isinf(a)) {
-            /* outside DeepEP's fast_pow2 range (-126..127); defined here as
-             * scale_inv = Inf (byte 0xFF) and scale = 0 */
+        } else if (isnan(a)) {     /* only with amax_nan = PROPAGATE */
             o->scale = a;
-            o->f = isnan(a) ? a : 0.0f;
+            o->f = a;
             o->code = 0xFF;
         } else {
-            int e = moe_q_ceil_log2(a * RCP448); /* fast_log2_ceil on the bits */
-            o->scale = ldexpf(1.0f, e);          /* scale_inv = 2^e */
-            o->f = ldexpf(1.0f, -e);             /* scale = 2^-e */
-            o->code = (uint8_t)(e + 127);        /* float_bits(scale_inv) >> 23 */
+            /* fast_log2_ceil on the bits, then fast_pow2(n) = (n + 127) << 23
+             * in 32-bit wrap-around arithmetic, as the GPU computes it
+             * (DeepEP utils.cuh). Finite a gives e in [-22, 120]; an Inf amax
+             * gives e = 128, so scale_inv = +Inf (byte 0xFF) and scale =
+             * bits 0xFF800000 = -Inf, which the cast then saturates. */
+            uint32_t ib;
+            float sinv = a * RCP448;
+            memcpy(&ib, &sinv, 4);
+            int e = (int)((ib >> 23) & 0xFFu) - 127 + ((ib & 0x7FFFFFu) != 0);
+            uint32_t up = (uint32_t)(127 + e) << 23, down = (uint32_t)(127 - e) << 23;
+            memcpy(&o->scale, &up, 4);  /* scale_inv = 2^e */
+            memcpy(&o->f, &down, 4);    /* scale = 2^-e */
+            o->code = (uint8_t)(up >> 23); /* float_bits(scale_inv) >> 23 */
         }
         break;
     }

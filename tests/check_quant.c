@@ -666,7 +666,9 @@ START_TEST(deepep_ll_cast)
     qc_run(&c, NULL);
     ck_assert(sf(&c, 0) == 0x1p-7f && sf(&c, 1) == 0x1p-5f && isinf(sf(&c, 2)));
     ck_assert(qb(&c, 0) == 0x78 && qb(&c, 1) == 0x70 && qb(&c, 128) == 0x7E);
-    ck_assert(qb(&c, 256) == 0x7F && qb(&c, 257) == 0x00);
+    /* an Inf amax: DeepEP's wrap-around bit formula gives scale = -Inf, so
+     * finite elements saturate with their sign flipped and 0 * -Inf is NaN */
+    ck_assert(qb(&c, 256) == 0xFE && qb(&c, 257) == 0xFE && qb(&c, 258) == 0x7F);
     qc_free(&c);
     /* UE8M0: exponent bytes 120 121 118 105 packed into one int32 */
     float u[512] = {0};
@@ -951,7 +953,7 @@ START_TEST(bits_are_pinned)
     sp = spec_of(MOE_SCHEME_FP8_WBLOCK128_AGROUP128, MOE_OPERAND_ACT);
     sp.pow2_scale = 1;
     digest_one(&sp, 96);
-    ck_assert_msg(fnv == 0xD4AF2BBAB18F11A4ull, "digest %016llX", (unsigned long long)fnv);
+    ck_assert_msg(fnv == 0xD0F0A48F83BFBFBCull, "digest %016llX", (unsigned long long)fnv);
 }
 END_TEST
 
