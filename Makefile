@@ -47,7 +47,7 @@ CUDA_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRC))
 GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
 endif
 
-.PHONY: all bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
+.PHONY: all run bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
 all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
 
 $(BUILD)/obj/%.o: %.c
@@ -84,6 +84,13 @@ else
 cuda:
 	@echo "note: $(NVCC) not found; skipped the CUDA tree ($(words $(CUDA_SRC)) .cu files) and $(words $(GPU_TEST_SRC)) GPU test binaries"
 endif
+
+# make run: the main job. Until the sweep harness lands it runs every
+# reference stage and moe_ref_forward for every scheme on moe-digest's fixed
+# case list and prints one SHA-256 per case.
+run: deps
+	@$(MAKE) --no-print-directory all $(BUILD)/moe-digest
+	$(BUILD)/moe-digest
 
 # make check: install what is missing, build, run every suite. A suite that
 # exits 77 is a skip (no GPU); any other non-zero status fails the target.
