@@ -150,6 +150,19 @@ moe_status moe_scheme_spec(moe_scheme s, moe_operand op, moe_quant_spec *out)
     return MOE_OK;
 }
 
+moe_status moe_quant_spec_int_groupwise(moe_dtype elem, int group, moe_quant_spec *out)
+{
+    if (!out) return moe_fail(MOE_ERR_NULL, "out: must not be NULL");
+    if (elem != MOE_I4 && elem != MOE_I8)
+        return moe_fail(MOE_ERR_DTYPE, "elem: must be int4 or int8 for weight-only groupwise");
+    if (group != 32 && group != 64 && group != 128)
+        return moe_fail(MOE_ERR_INVALID_ARG, "group %d: must be 32, 64 or 128", group);
+    moe_quant_spec s = INT_MINMAX_W(elem, MOE_GRAN_GROUP, group, elem == MOE_I4 ? 7.0f : 127.0f,
+                                    elem == MOE_I4 ? -8.0f : -128.0f);
+    *out = s;
+    return MOE_OK;
+}
+
 moe_status moe_quant_spec_deepep_ll(int round_scale, int ue8m0, moe_quant_spec *out)
 {
     if (!out) return moe_fail(MOE_ERR_NULL, "out: must not be NULL");

@@ -638,6 +638,46 @@ START_TEST(nvfp4_without_global_scale)
 }
 END_TEST
 
+/* Weight-only groupwise int4 and int8, g = 32/64/128: the int4 specs are
+ * the w4a16 schemes'; each element round-trips within half a step. */
+START_TEST(int_groupwise_specs)
+{
+    for (int bits = 4; bits <= 8; bits += 4)
+        for (int g = 32; g <= 128; g *= 2) {
+            moe_quant_spec sp;
+            moe_dtype dt = bits == 4 ? MOE_I4 : MOE_I8;
+            ck_assert_int_eq(moe_quant_spec_int_groupwise(dt, g, &sp), MOE_OK);
+            ck_assert_int_eq(moe_quant_spec_check(&sp), MOE_OK);
+            if (bits == 4) {
+                moe_quant_spec w;
+                moe_scheme_spec(g == 32 ? MOE_SCHEME_W4A16_G32 : g == 64 ? MOE_SCHEME_W4A16_G64 : MOE_SCHEME_W4A16_G128,
+                                MOE_OPERAND_WEIGHT, &w);
+                ck_assert_int_eq(memcmp(&w, &sp, sizeof w), 0);
+            }
+            moe_tensor x, q, s, gl, back;
+            int64_t sh[3] = {2, 3, 256};
+            moe_tensor_alloc(&x, MOE_F32, 3, sh);
+            moe_tensor_alloc(&back, MOE_F32, 3, sh);
+            moe_rng_fill_normal(x.data, 2 * 3 * 256, 4, (uint64_t)(bits * 1000 + g), 0, 0.0f, 1.0f);
+            ck_assert_int_eq(moe_quant_alloc(&sp, 3, sh, &q, &s, &gl), MOE_OK);
+            ck_assert_int_eq(moe_ref_quantize(&sp, &x, NULL, &q, &s, NULL), MOE_OK);
+            ck_assert_int_eq(moe_ref_dequantize(&sp, &q, &s, NULL, &back), MOE_OK);
+            int bad = 0;
+            for (int i = 0; i < 2 * 3 * 256; i++) {
+                float sc = ((float *)s.data)[i / g];
+                float d = ((float *)x.data)[i] - ((float *)back.data)[i];
+                bad += !(d <= 0.5f * sc * 1.0001f && -d <= 0.5f * sc * 1.0001f);
+            }
+            ck_assert_msg(bad == 0, "int%d g%d: %d elements beyond half a step", bits, g, bad);
+            moe_tensor_free(&x), moe_tensor_free(&q), moe_tensor_free(&s), moe_tensor_free(&gl), moe_tensor_free(&back);
+        }
+    moe_quant_spec sp;
+    ck_assert_int_eq(moe_quant_spec_int_groupwise(MOE_E4M3, 32, &sp), MOE_ERR_DTYPE);
+    ck_assert_int_eq(moe_quant_spec_int_groupwise(MOE_I8, 16, &sp), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "group 16"));
+}
+END_TEST
+
 /* ---- DeepEP low-latency FP8 cast ------------------------------------------------------ */
 START_TEST(deepep_ll_cast)
 {
@@ -1135,6 +1175,7 @@ static Suite *quant_suite(void)
     tcase_add_test(tc, nvfp4_with_global_scale);
     tcase_add_test(tc, nvfp4_without_global_scale);
     tcase_add_test(tc, deepep_ll_cast);
+    tcase_add_test(tc, int_groupwise_specs);
     tcase_add_test(tc, static_scales);
     tcase_add_test(tc, round_trip_every_scheme);
     tcase_add_test(tc, empty_problems);

@@ -230,6 +230,12 @@ const char *moe_sf_layout_name(moe_sf_layout l);
  * scales 4 per int32 (MOE_SF_UE8M0_PACK4). */
 moe_status moe_quant_spec_deepep_ll(int round_scale, int ue8m0, moe_quant_spec *out);
 
+/* Weight-only symmetric groupwise integer spec (INT_MINMAX) for int4 or
+ * int8 elements and groups of 32, 64 or 128 along K. The int4 ones are the
+ * w4a16_g* schemes' weight specs; int8 groupwise has no scheme name of its
+ * own and is reached through this spec. */
+moe_status moe_quant_spec_int_groupwise(moe_dtype elem, int group, moe_quant_spec *out);
+
 /* MOE_OK when every field of spec is consistent with its rule. */
 moe_status moe_quant_spec_check(const moe_quant_spec *spec);
 
