@@ -56,42 +56,26 @@
 
 /* ---- bits ---------------------------------------------------------------- */
 
-/* memcpy is the bit cast that is defined in both C and C++ (a union is
- * not in C++) and compiles to a register move on both targets. */
-MOE_HD MOE_INLINE uint32_t moe_m_asuint(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-MOE_HD MOE_INLINE float moe_m_asfloat(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* 2^e for -126 <= e <= 127, built from its exponent field. */
 MOE_HD MOE_INLINE float moe_m_pow2i(int e)
 {
-    return moe_m_asfloat((uint32_t)(e + 127) << 23);
+    return moe_u32_as_f32((uint32_t)(e + 127) << 23);
 }
 
 /* |mag| with the sign of sgn. */
 MOE_HD MOE_INLINE float moe_m_copysign(float mag, float sgn)
 {
-    return moe_m_asfloat((moe_m_asuint(mag) & 0x7FFFFFFFu) | (moe_m_asuint(sgn) & 0x80000000u));
+    return moe_u32_as_f32((moe_f32_as_u32(mag) & 0x7FFFFFFFu) | (moe_f32_as_u32(sgn) & 0x80000000u));
 }
 
-#define MOE_M_INF moe_m_asfloat(0x7F800000u)
-#define MOE_M_NAN moe_m_asfloat(0x7FC00000u)
+#define MOE_M_INF moe_u32_as_f32(0x7F800000u)
+#define MOE_M_NAN moe_u32_as_f32(0x7FC00000u)
 
 /* ---- exact helpers -------------------------------------------------------- */
 
 MOE_HD MOE_INLINE float moe_fabsf(float x)
 {
-    return moe_m_asfloat(moe_m_asuint(x) & 0x7FFFFFFFu);
+    return moe_u32_as_f32(moe_f32_as_u32(x) & 0x7FFFFFFFu);
 }
 
 /* C's fmin/fmax rule for NaN: a NaN operand is ignored, both NaN gives
@@ -101,7 +85,7 @@ MOE_HD MOE_INLINE float moe_fminf(float a, float b)
 {
     if (a != a) return b;
     if (b != b) return a;
-    if (a == b) return (moe_m_asuint(a) & 0x80000000u) ? a : b;
+    if (a == b) return (moe_f32_as_u32(a) & 0x80000000u) ? a : b;
     return a < b ? a : b;
 }
 
@@ -109,7 +93,7 @@ MOE_HD MOE_INLINE float moe_fmaxf(float a, float b)
 {
     if (a != a) return b;
     if (b != b) return a;
-    if (a == b) return (moe_m_asuint(a) & 0x80000000u) ? b : a;
+    if (a == b) return (moe_f32_as_u32(a) & 0x80000000u) ? b : a;
     return a > b ? a : b;
 }
 
@@ -231,10 +215,10 @@ MOE_HD MOE_INLINE float moe_expf(float x)
  * is what lets log2 multiply by log2(e) without losing the low bits. */
 MOE_HD MOE_INLINE float moe_m_log_reduce(float x, float *hp, float *lop)
 {
-    uint32_t ix = moe_m_asuint(x);
+    uint32_t ix = moe_f32_as_u32(x);
     int k = 0;
     if (ix < 0x00800000u) { /* subnormal: make it normal first */
-        ix = moe_m_asuint(x * 0x1p25f);
+        ix = moe_f32_as_u32(x * 0x1p25f);
         k = -25;
     }
     k += (int)(ix >> 23) - 127;
@@ -243,7 +227,7 @@ MOE_HD MOE_INLINE float moe_m_log_reduce(float x, float *hp, float *lop)
         ix -= 0x00800000u;
         k++;
     }
-    float f = moe_m_asfloat(ix) - 1.0f;
+    float f = moe_u32_as_f32(ix) - 1.0f;
     float s = f / (2.0f + f);
     float z = s * s;
     float l = 0x1.ddde50p-3f;
@@ -252,7 +236,7 @@ MOE_HD MOE_INLINE float moe_m_log_reduce(float x, float *hp, float *lop)
     l = l * z + 0x1.555556p-1f;
     float big_r = z * l;
     float h = 0.5f * f * f;
-    float hi = moe_m_asfloat(moe_m_asuint(f - h) & 0xFFFFF000u);
+    float hi = moe_u32_as_f32(moe_f32_as_u32(f - h) & 0xFFFFF000u);
     *hp = hi;
     *lop = ((f - hi) - h) + s * (h + big_r);
     return (float)k;

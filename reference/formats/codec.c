@@ -124,7 +124,7 @@ moe_status moe_code_class(moe_dtype d, uint32_t code, moe_class *out)
         *out = MOE_CLASS_INTEGER;
         return MOE_OK;
     }
-    uint32_t u = moe_s_f32_bits(r->dec(code));
+    uint32_t u = moe_f32_as_u32(r->dec(code));
     uint32_t a = u & 0x7FFFFFFFu;
     uint32_t e = (code >> i->mbits) & ((1u << i->ebits) - 1u);
     uint32_t m = code & ((1u << i->mbits) - 1u);

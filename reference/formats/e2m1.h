@@ -7,7 +7,7 @@
 
 MOE_HD MOE_INLINE uint8_t moe_s_round_pack_e2m1(float x, moe_policy p, unsigned *flags)
 {
-    uint32_t u = moe_s_f32_bits(x);
+    uint32_t u = moe_f32_as_u32(x);
     uint8_t sign = (uint8_t)((u >> 31) << 3);
     uint32_t a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) {

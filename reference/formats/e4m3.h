@@ -9,7 +9,7 @@
 
 MOE_HD MOE_INLINE uint8_t moe_s_round_pack_e4m3(float x, moe_policy p, unsigned *flags)
 {
-    uint32_t u = moe_s_f32_bits(x);
+    uint32_t u = moe_f32_as_u32(x);
     uint8_t sign = (uint8_t)((u >> 31) << 7);
     uint32_t a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) {
@@ -36,7 +36,7 @@ MOE_HD MOE_INLINE uint8_t moe_s_round_pack_e4m3(float x, moe_policy p, unsigned 
 MOE_HD MOE_INLINE float moe_s_decode_e4m3(uint8_t c)
 {
     uint32_t sign = (uint32_t)(c >> 7);
-    if ((c & 0x7F) == 0x7F) return moe_s_bits_f32((sign << 31) | 0x7FC00000u);
+    if ((c & 0x7F) == 0x7F) return moe_u32_as_f32((sign << 31) | 0x7FC00000u);
     return moe_s_decode_finite(sign, (c >> 3) & 0xFu, c & 7u, 3, 7);
 }
 #endif

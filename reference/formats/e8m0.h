@@ -11,7 +11,7 @@
 
 MOE_HD MOE_INLINE uint8_t moe_s_round_pack_e8m0(float x, moe_policy p, unsigned *flags)
 {
-    uint32_t u = moe_s_f32_bits(x);
+    uint32_t u = moe_f32_as_u32(x);
     uint32_t a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) {
         if (!(a & 0x400000u)) *flags |= MOE_FLAG_INVALID;
@@ -54,8 +54,8 @@ MOE_HD MOE_INLINE uint8_t moe_s_round_pack_e8m0(float x, moe_policy p, unsigned 
 
 MOE_HD MOE_INLINE float moe_s_decode_e8m0(uint8_t c)
 {
-    if (c == 0xFF) return moe_s_bits_f32(0x7FC00000u);
-    if (c == 0) return moe_s_bits_f32(0x00400000u); /* 2^-127, an f32 subnormal */
-    return moe_s_bits_f32((uint32_t)c << 23);
+    if (c == 0xFF) return moe_u32_as_f32(0x7FC00000u);
+    if (c == 0) return moe_u32_as_f32(0x00400000u); /* 2^-127, an f32 subnormal */
+    return moe_u32_as_f32((uint32_t)c << 23);
 }
 #endif

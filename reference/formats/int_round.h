@@ -9,7 +9,7 @@
 MOE_HD MOE_INLINE int32_t moe_s_round_to_int(float x, moe_rounding rnd, int32_t lo, int32_t hi,
                                               unsigned *flags)
 {
-    uint32_t a = moe_s_f32_bits(x) & 0x7FFFFFFFu;
+    uint32_t a = moe_f32_as_u32(x) & 0x7FFFFFFFu;
     if (a > 0x7F800000u) {
         *flags |= MOE_FLAG_INVALID;
         return 0;

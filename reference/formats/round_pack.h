@@ -13,20 +13,6 @@
 #include "moe/format.h"
 #include "moe/portable.h"
 
-MOE_HD MOE_INLINE uint32_t moe_s_f32_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-MOE_HD MOE_INLINE float moe_s_bits_f32(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
 /* Position of the highest set bit of a nonzero value. */
 MOE_HD MOE_INLINE int moe_s_msb32(uint32_t v)
 {
@@ -93,7 +79,7 @@ MOE_HD MOE_INLINE moe_s_fields moe_s_round_fields(uint32_t absbits, int mbits, i
 MOE_HD MOE_INLINE uint32_t moe_s_round_pack_ieee(float x, int ebits, int mbits, moe_policy p,
                                                   unsigned *flags)
 {
-    uint32_t u = moe_s_f32_bits(x);
+    uint32_t u = moe_f32_as_u32(x);
     uint32_t sign = (u >> 31) << (ebits + mbits);
     uint32_t a = u & 0x7FFFFFFFu;
     uint32_t emax_field = (1u << ebits) - 1u;
@@ -140,7 +126,7 @@ MOE_HD MOE_INLINE float moe_s_decode_finite(uint32_t sign, uint32_t e, uint32_t 
     } else {
         out = ((uint32_t)((int)e - bias + 127) << 23) | (m << (23 - mbits));
     }
-    return moe_s_bits_f32(out | (sign << 31));
+    return moe_u32_as_f32(out | (sign << 31));
 }
 
 /* Decode for the IEEE-like formats: exact, NaN payloads kept. */
@@ -150,7 +136,7 @@ MOE_HD MOE_INLINE float moe_s_decode_ieee(uint32_t c, int ebits, int mbits)
     uint32_t e = (c >> mbits) & ((1u << ebits) - 1u);
     uint32_t m = c & ((1u << mbits) - 1u);
     if (e == (1u << ebits) - 1u)
-        return moe_s_bits_f32((sign << 31) | 0x7F800000u | (m << (23 - mbits)));
+        return moe_u32_as_f32((sign << 31) | 0x7F800000u | (m << (23 - mbits)));
     return moe_s_decode_finite(sign, e, m, mbits, (1 << (ebits - 1)) - 1);
 }
 
