@@ -30,7 +30,7 @@ REF_SRC    := $(wildcard reference/*.c reference/formats/*.c)
 COMBOS_SRC := $(filter-out combos/main_%.c,$(wildcard combos/*.c))
 ORACLE_SRC := tests/oracle/oracle.c
 TEST_SRC   := $(wildcard tests/check_*.c)
-TOOLS      := $(BUILD)/moe-fmt
+TOOLS      := $(patsubst combos/main_%.c,$(BUILD)/moe-%,$(wildcard combos/main_*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 REF_OBJ    := $(call obj,$(REF_SRC))

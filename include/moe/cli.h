@@ -12,6 +12,7 @@ extern "C" {
 #endif
 
 int moe_cli_fmt(int argc, char **argv, FILE *out, FILE *err);
+int moe_cli_compat(int argc, char **argv, FILE *out, FILE *err);
 
 #ifdef __cplusplus
 }
