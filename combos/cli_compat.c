@@ -7,160 +7,15 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli_opts.h"
 #include "moe/cli.h"
 #include "moe/dispatch.h"
 #include "moe/plan_trtllm.h"
 #include "moe/sort_ck.h"
 
-static const char *const subcommands[] = {"trtllm", "hybrid-ep-buffers", "ck-sorting-sizes"};
+static const char *const subcommands[] = {"trtllm", "hybrid-ep-buffers", "ck-sorting-sizes", "list", "check",
+                                         "matrix", "explain"};
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
-
-/* ------------------------------------------------------------------ */
-/* Options: one table per subcommand, one parser. */
-
-typedef enum { O_INT, O_FLAG, O_DTYPE, O_ACT, O_CHOICE } okind;
-typedef struct {
-    const char *name;
-    okind kind;
-    long long lo, hi;          /* O_INT range */
-    int required;
-    const char *const *choices; /* O_CHOICE, NULL-terminated */
-} opt_spec;
-typedef struct {
-    int set;
-    long long v; /* O_INT value; O_DTYPE/O_ACT/O_CHOICE index */
-} opt_val;
-
-static int usage_error(FILE *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int usage_error(FILE *err, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(err, "moe-compat: ");
-    vfprintf(err, fmt, ap);
-    fprintf(err, "\n(moe-compat --help for usage)\n");
-    va_end(ap);
-    return 2;
-}
-
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t n = strlen(b), row[65];
-    if (n > 64) n = 64;
-    for (size_t j = 0; j <= n; j++) row[j] = j;
-    for (size_t i = 1; a[i - 1] && i <= 64; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= n; j++) {
-            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            diag = up;
-            row[j] = best;
-        }
-    }
-    return row[n];
-}
-
-/* The closest of `n` names (entries may be NULL). */
-static const char *closest(const char *s, const char *const *names, size_t n)
-{
-    const char *best = NULL;
-    size_t bd = (size_t)-1;
-    for (size_t i = 0; i < n; i++) {
-        if (!names[i]) continue;
-        size_t d = edit_distance(s, names[i]);
-        if (d < bd) bd = d, best = names[i];
-    }
-    return best;
-}
-
-static size_t choice_count(const opt_spec *o)
-{
-    if (o->kind == O_DTYPE) return MOE_TRTLLM_DTYPE_COUNT;
-    if (o->kind == O_ACT) return MOE_TRTLLM_ACT_COUNT;
-    size_t n = 0;
-    while (o->choices[n]) n++;
-    return n;
-}
-
-static const char *choice_name(const opt_spec *o, size_t i)
-{
-    if (o->kind == O_DTYPE) return moe_trtllm_dtype_name((moe_trtllm_dtype)i);
-    if (o->kind == O_ACT) return moe_trtllm_activation_name((moe_trtllm_activation)i);
-    return o->choices[i];
-}
-
-static int parse_name(const opt_spec *o, const char *s, opt_val *v, FILE *err)
-{
-    moe_trtllm_dtype d;
-    if (o->kind == O_DTYPE && moe_trtllm_dtype_from_name(s, &d)) return v->v = d, 0;
-    size_t n = choice_count(o);
-    const char *names[16];
-    for (size_t i = 0; i < n && i < 16; i++) {
-        names[i] = choice_name(o, i);
-        if (strcmp(s, names[i]) == 0) return v->v = (long long)i, 0;
-    }
-    return usage_error(err, "%s '%s': unknown name (did you mean '%s'?)", o->name, s,
-                       closest(s, names, n < 16 ? n : 16));
-}
-
-static int parse_int(const opt_spec *o, const char *s, opt_val *v, FILE *err)
-{
-    char *end;
-    errno = 0;
-    long long x = strtoll(s, &end, 10);
-    if (end == s || *end) return usage_error(err, "%s '%s': not an integer", o->name, s);
-    if (errno == ERANGE || x < o->lo || x > o->hi)
-        return usage_error(err, "%s %s: out of range %lld..%lld", o->name, s, o->lo, o->hi);
-    v->v = x;
-    return 0;
-}
-
-/* Parses argv[2..]; sets *json and *help. Returns 0 or the exit status. */
-static int parse_opts(int argc, char **argv, const opt_spec *spec, size_t n, opt_val *val,
-                      int *json, int *help, FILE *err)
-{
-    memset(val, 0, n * sizeof *val);
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) { *json = 1; continue; }
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { *help = 1; return 0; }
-        size_t k = 0;
-        while (k < n && strcmp(a, spec[k].name)) k++;
-        if (k == n) {
-            const char *names[40];
-            size_t m = 0;
-            for (; m < n && m < 38; m++) names[m] = spec[m].name;
-            names[m++] = "--json";
-            names[m++] = "--help";
-            return usage_error(err, "%s: unknown option '%s' (did you mean '%s'?)", argv[1], a,
-                               closest(a, names, m));
-        }
-        const opt_spec *o = &spec[k];
-        val[k].set = 1;
-        if (o->kind == O_FLAG) continue;
-        if (i + 1 >= argc) return usage_error(err, "%s: needs a value", a);
-        const char *s = argv[++i];
-        int rc = o->kind == O_INT ? parse_int(o, s, &val[k], err) : parse_name(o, s, &val[k], err);
-        if (rc) return rc;
-    }
-    for (size_t k = 0; k < n; k++)
-        if (spec[k].required && !val[k].set)
-            return usage_error(err, "%s: missing %s", argv[1], spec[k].name);
-    return 0;
-}
-
-static void json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20) fprintf(out, "\\u%04x", (unsigned char)*s);
-        else fputc(*s, out);
-    }
-    fputc('"', out);
-}
 
 /* ------------------------------------------------------------------ */
 /* trtllm */
@@ -197,13 +52,20 @@ static const opt_spec trtllm_opts[T_N] = {
 
 static void print_names(FILE *out, const opt_spec *o)
 {
-    for (size_t i = 0; i < choice_count(o); i++) fprintf(out, " %s", choice_name(o, i));
+    for (size_t i = 0; i < cli_choice_count(o); i++) fprintf(out, " %s", cli_choice_name(o, i));
 }
 
 static void help(FILE *out)
 {
     fprintf(out,
-            "usage: moe-compat trtllm --sm N --act-dtype T --weight-dtype T [--out-dtype T]\n"
+            "usage: moe-compat list pf|experts|schemes|activations|rules [--json]\n"
+            "       moe-compat check --pf NAME --experts NAME --scheme NAME [--act NAME] [--topk K]\n"
+            "           [--num-experts E] [--world R] [--chunk N] [--expert-map] [--weight-on-input]\n"
+            "           [--hidden H] [--tokens M] [--invalid-ids] [--json]\n"
+            "       moe-compat matrix [--scheme NAME] [--topk K] [--num-experts E] [--world R]\n"
+            "           [--format text|markdown|csv|json]\n"
+            "       moe-compat explain RULE_ID [--json]\n"
+            "       moe-compat trtllm --sm N --act-dtype T --weight-dtype T [--out-dtype T]\n"
             "           --activation NAME --topk K --tokens T --experts-per-node E --hidden H\n"
             "           --inter I [--deterministic] [--disable-finalize-fusion] [--lora] [--awq]\n"
             "           [--tma-ws|--no-tma-ws] [--plugin|--ootb|--runner] [--revision newest|old]\n"
@@ -212,6 +74,9 @@ static void help(FILE *out)
             "           --ranks-per-node R --nodes K --experts-per-rank X [--fp8] [--json]\n"
             "       moe-compat ck-sorting-sizes --tokens T --topk K --experts E --block B [--json]\n"
             "       moe-compat [SUBCOMMAND] --help\n"
+            "check: the verdict for a prepare/finalize x experts pair and every rule that fails it\n"
+            "  (exit 0 compatible, 1 incompatible); matrix: every pair (x scheme) with its verdict;\n"
+            "  rules are structural or nyi (a legitimate pair upstream does not run yet).\n"
             "trtllm: every TensorRT-LLM MoE path decision (seed 001; anchors trtllm_moe.md 4.4,\n"
             "  5.4, 6) with the values that decided it, or the first violated limit.\n"
             "  dtypes:");
@@ -235,9 +100,9 @@ static void help(FILE *out)
 static int cmd_trtllm(const opt_val *v, int json, FILE *out, FILE *err)
 {
     if (v[T_TMA].set && v[T_NOTMA].set)
-        return usage_error(err, "trtllm: --tma-ws and --no-tma-ws exclude each other");
+        return cli_usage_error(err, "trtllm: --tma-ws and --no-tma-ws exclude each other");
     if (v[T_PLUGIN].set + v[T_OOTB].set + v[T_RUNNER].set > 1)
-        return usage_error(err, "trtllm: --plugin, --ootb and --runner exclude each other");
+        return cli_usage_error(err, "trtllm: --plugin, --ootb and --runner exclude each other");
     moe_trtllm_config c;
     moe_trtllm_config_default(&c);
     c.sm = (int)v[T_SM].v;
@@ -266,7 +131,7 @@ static int cmd_trtllm(const opt_val *v, int json, FILE *out, FILE *err)
     moe_trtllm_plan p;
     moe_status s = moe_trtllm_plan_compute(&c, &p);
     if (s == MOE_ERR_INVALID_ARG || s == MOE_ERR_NULL)
-        return usage_error(err, "trtllm: %s", moe_last_error());
+        return cli_usage_error(err, "trtllm: %s", moe_last_error());
     static const char *const fe[] = {"plugin", "ootb", "runner"};
     if (json) {
         fprintf(out, "{\"command\": \"trtllm\", \"config\": {\"sm\": %d, \"act_dtype\": \"%s\", "
@@ -279,11 +144,11 @@ static int cmd_trtllm(const opt_val *v, int json, FILE *out, FILE *err)
                 (long long)c.inter, fe[c.frontend], revisions[c.revision]);
         if (s != MOE_OK) {
             fprintf(out, "\"ok\": false, \"status\": \"%s\", \"limit\": ", moe_status_str(s));
-            json_str(out, p.limit);
+            cli_json_str(out, p.limit);
             fprintf(out, ", \"anchor\": ");
-            json_str(out, p.limit_anchor);
+            cli_json_str(out, p.limit_anchor);
             fprintf(out, ", \"error\": ");
-            json_str(out, moe_last_error());
+            cli_json_str(out, moe_last_error());
             fprintf(out, "}\n");
             return 1;
         }
@@ -291,9 +156,9 @@ static int cmd_trtllm(const opt_val *v, int json, FILE *out, FILE *err)
         for (int i = 0; i < MOE_TRTLLM_D_COUNT; i++) {
             fprintf(out, "%s{\"id\": \"%s\", \"path\": \"%s\", \"condition\": ", i ? ", " : "",
                     p.d[i].id, p.d[i].path);
-            json_str(out, p.d[i].condition);
+            cli_json_str(out, p.d[i].condition);
             fprintf(out, ", \"anchor\": ");
-            json_str(out, p.d[i].anchor);
+            cli_json_str(out, p.d[i].anchor);
             fprintf(out, "}");
         }
         fprintf(out, "]}\n");
@@ -336,7 +201,7 @@ static int cmd_hep(const opt_val *v, int json, FILE *out, FILE *err)
     int fp8 = v[H_FP8].set, b = fp8 ? 1 : 2;
     moe_hep_buffers r;
     if (moe_hep_buffer_sizes(H, Tm, (int)X, (int)R, (int)K, b, fp8, &r) != MOE_OK)
-        return usage_error(err, "hybrid-ep-buffers: %s", moe_last_error());
+        return cli_usage_error(err, "hybrid-ep-buffers: %s", moe_last_error());
     char f[6][96];
     snprintf(f[0], sizeof f[0], "%lld * %lld * %lld", Tm, R, K);
     snprintf(f[1], sizeof f[1], "%llu * %lld * %d", (unsigned long long)r.max_tokens, H, b);
@@ -406,7 +271,7 @@ static int cmd_ck(const opt_val *v, int json, FILE *out, FILE *err)
     for (int f = 0; f < 2; f++)
         if (moe_sort_ck_capacity(T, (int)k, (int)E, (int)B, (moe_sort_ck_pad_formula)f, &len[f],
                                  &tiles[f]) != MOE_OK)
-            return usage_error(err, "ck-sorting-sizes: %s", moe_last_error());
+            return cli_usage_error(err, "ck-sorting-sizes: %s", moe_last_error());
     /* B.2: the mock-id sentinel packs T in bits 0..23 and topk in 24..31 */
     int mock_ok = T <= 0xFFFFFF && k <= 255;
     uint32_t mock = (uint32_t)T | ((uint32_t)k << 24);
@@ -439,28 +304,32 @@ static int cmd_ck(const opt_val *v, int json, FILE *out, FILE *err)
 
 /* ------------------------------------------------------------------ */
 
+int moe_cli_compat_registry(int argc, char **argv, FILE *out, FILE *err, void (*help)(FILE *));
+
 int moe_cli_compat(int argc, char **argv, FILE *out, FILE *err)
 {
-    if (argc < 2) return usage_error(err, "missing subcommand (trtllm, hybrid-ep-buffers or ck-sorting-sizes)");
+    if (argc < 2) return cli_usage_error(err, "missing subcommand (list, check, matrix, explain, trtllm, hybrid-ep-buffers or ck-sorting-sizes)");
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         help(out);
         return 0;
     }
+    int rc0 = moe_cli_compat_registry(argc, argv, out, err, help);
+    if (rc0 >= 0) return rc0;
     size_t i = 0;
     while (i < NSUB && strcmp(cmd, subcommands[i])) i++;
     if (i == NSUB)
-        return usage_error(err, "unknown subcommand '%s' (did you mean '%s'?); available: trtllm "
-                           "hybrid-ep-buffers ck-sorting-sizes", cmd,
-                           closest(cmd, subcommands, NSUB));
+        return cli_usage_error(err, "unknown subcommand '%s' (did you mean '%s'?); available: list check matrix explain "
+                           "trtllm hybrid-ep-buffers ck-sorting-sizes", cmd,
+                           cli_closest(cmd, subcommands, NSUB));
     static const struct {
         const opt_spec *spec;
         size_t n;
         int (*run)(const opt_val *, int, FILE *, FILE *);
-    } table[NSUB] = {{trtllm_opts, T_N, cmd_trtllm}, {hep_opts, H_N, cmd_hep}, {ck_opts, C_N, cmd_ck}};
+    } table[3] = {{trtllm_opts, T_N, cmd_trtllm}, {hep_opts, H_N, cmd_hep}, {ck_opts, C_N, cmd_ck}};
     opt_val v[T_N];
     int json = 0, want_help = 0;
-    int rc = parse_opts(argc, argv, table[i].spec, table[i].n, v, &json, &want_help, err);
+    int rc = cli_parse_opts(argc, argv, table[i].spec, table[i].n, v, &json, &want_help, err);
     if (want_help) {
         help(out);
         return 0;

@@ -200,7 +200,8 @@ END_TEST
 START_TEST(help)
 {
     ck_assert_int_eq(run("--help"), 0);
-    HAS(out_buf, "usage: moe-compat trtllm");
+    HAS(out_buf, "usage: moe-compat list pf|experts|schemes|activations|rules");
+    HAS(out_buf, "moe-compat trtllm --sm N");
     HAS(out_buf, "dtypes: fp32 fp16 bf16 fp8 int8 int4 fp4 mxfp4");
     HAS(out_buf, "activations: relu gelu silu identity relu2 swiglu geglu swiglu_bias");
     ck_assert_int_eq(run("trtllm --help"), 0);
@@ -213,11 +214,83 @@ END_TEST
 #define CK "ck-sorting-sizes --tokens 5 --topk 3 --experts 6 --block 4"
 #define HEP "hybrid-ep-buffers --hidden 7168 --max-tokens-per-rank 4096 --ranks-per-node 8 --experts-per-rank 4"
 
+/* The registry subcommands. */
+START_TEST(registry_check)
+{
+    ck_assert_int_eq(run("check --pf noep --experts triton_like --scheme bf16"), 0);
+    HAS(out_buf, "noep x triton_like, scheme bf16, topk 2, E 8, world 1: compatible");
+    ck_assert_int_eq(run("check --pf noep --experts triton_like --scheme fp8_wchannel_atensor"), 1);
+    HAS(out_buf, "INCOMPATIBLE (0 structural, 1 not yet supported)");
+    HAS(out_buf, "matching-quant");
+    ck_assert_int_eq(run("check --pf deepep_ll --experts triton_like --scheme fp8_wblock128_agroup128 --topk 12 "
+                         "--num-experts 16 --world 2 --hidden 2880 --json"), 1);
+    one_json();
+    HAS(out_buf, "\"compatible\": false, \"structural\": 3, \"nyi\": 0");
+    HAS(out_buf, "\"id\": \"format-mismatch\"");
+    HAS(out_buf, "\"id\": \"topk-limit\"");
+    HAS(out_buf, "\"detail\": \"hidden 2880 not in deepep_ll's supported list\"");
+    ck_assert_int_eq(run("check --pf pplx --experts naive_batched --scheme bf16 --invalid-ids --world 4"), 1);
+    HAS(out_buf, "invalid-ids-refused");
+    ck_assert_int_eq(run("check --pf noep --experts permute_grouped --scheme bf16 --chunk 16 --weight-on-input"), 1);
+    HAS(out_buf, "chunking-unsupported");
+    HAS(out_buf, "weight-on-input-topk");
+}
+END_TEST
+
+START_TEST(registry_matrix_list_explain)
+{
+    ck_assert_int_eq(run("matrix --scheme bf16"), 0);
+    HAS(out_buf, "18 compatible, 31 structurally invalid, 0 not yet supported");
+    ck_assert_int_eq(run("matrix --scheme fp8_wchannel_atensor --format csv"), 0);
+    HAS(out_buf, "pf,experts,scheme,verdict,rules\n");
+    HAS(out_buf, "noep,triton_like,fp8_wchannel_atensor,nyi,matching-quant\n");
+    ck_assert_int_eq(run("matrix --scheme nvfp4 --format markdown"), 0);
+    HAS(out_buf, "| pf \\ experts |");
+    ck_assert_int_eq(run("matrix --scheme bf16 --json"), 0);
+    one_json();
+    HAS(out_buf, "\"compatible\": 18, \"structural\": 31, \"nyi\": 0}");
+    int lines = 0;
+    ck_assert_int_eq(run("list rules"), 0);
+    for (char *p = out_buf; *p; p++) lines += *p == '\n';
+    ck_assert_int_eq(lines, 15);
+    ck_assert_int_eq(run("list pf --json"), 0);
+    one_json();
+    HAS(out_buf, "{\"name\": \"deepep_ll\"");
+    ck_assert_int_eq(run("list experts"), 0);
+    HAS(out_buf, "batched_masked");
+    HAS(out_buf, "weight-and-reduce delegate");
+    ck_assert_int_eq(run("list schemes"), 0);
+    HAS(out_buf, "nvfp4");
+    ck_assert_int_eq(run("list activations"), 0);
+    HAS(out_buf, "swigluoai");
+    ck_assert_int_eq(run("explain topk-limit"), 0);
+    HAS(out_buf, "topk-limit (structurally invalid)");
+    ck_assert_int_eq(run("explain expert-map-unsupported --json"), 0);
+    one_json();
+    HAS(out_buf, "\"kind\": \"nyi\"");
+    ck_assert_int_eq(run("check --help"), 0);
+    HAS(out_buf, "moe-compat check --pf NAME");
+}
+END_TEST
+
 /* Usage errors: exit 2, nothing on out, a message naming the argument. */
 static const struct { const char *args, *needle; } usage[] = {
     {"", "missing subcommand"},
-    {"trtlm", "unknown subcommand 'trtlm' (did you mean 'trtllm'?); available: trtllm hybrid-ep-buffers ck-sorting-sizes"},
-    {"list", "unknown subcommand 'list'"},
+    {"trtlm", "unknown subcommand 'trtlm' (did you mean 'trtllm'?); available: list check matrix explain trtllm "
+              "hybrid-ep-buffers ck-sorting-sizes"},
+    {"list", "list: missing what to list"},
+    {"list pff", "list: unknown list 'pff' (did you mean 'pf'?)"},
+    {"list pf --scheme bf16", "unknown option '--scheme'"},
+    {"explain", "explain: missing RULE_ID"},
+    {"explain matching", "explain: unknown rule 'matching' (did you mean 'matching-quant'?)"},
+    {"check --pf noep --experts ref", "check: needs --pf, --experts and --scheme"},
+    {"check --pf noep --experts triton --scheme bf16", "--experts 'triton': unknown name (did you mean 'triton_like'?)"},
+    {"check --pf deepep --experts ref --scheme bf16", "did you mean 'deepep_ht'"},
+    {"check --pf noep --experts ref --scheme fp8", "--scheme 'fp8': unknown name"},
+    {"check --pf noep --experts ref --scheme bf16 --world 3", "world_size 3: must be 1, 2, 4 or 8"},
+    {"check --pf noep --experts ref --scheme bf16 --world 16", "--world 16: out of range 1..8"},
+    {"check --pf noep --experts ref --scheme bf16 --topk 0", "--topk 0: out of range"},
+    {"matrix --format yaml", "--format 'yaml': unknown name"},
     {"ck-sorting-size", "did you mean 'ck-sorting-sizes'"},
     {CK " --blok 4", "unknown option '--blok' (did you mean '--block'?)"},
     {TRT " --tokens 8 --tokns 3", "unknown option '--tokns' (did you mean '--tokens'?)"},
@@ -261,6 +334,8 @@ int main(void)
     tcase_add_test(tc, hybrid_ep_seed002);
     tcase_add_test(tc, ck_sizes_b6);
     tcase_add_test(tc, help);
+    tcase_add_test(tc, registry_check);
+    tcase_add_test(tc, registry_matrix_list_explain);
     tcase_add_loop_test(tc, usage_errors, 0, (int)(sizeof usage / sizeof usage[0]));
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
