@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <string.h>
 #include "elem.h"
 #include "math.h"
@@ -79,10 +80,11 @@ moe_status moe_ref_activation(const moe_tensor *x, const moe_tensor *row_expert,
                             (long long)P);
     }
     const float *va = opt_vec(p->swiglu_alpha), *vb = opt_vec(p->swiglu_beta), *vl = opt_vec(p->swiglu_limit);
-    int64_t nexp = 1 << 30;
-    if (va) nexp = va ? p->swiglu_alpha->shape[0] : nexp;
-    if (vb && p->swiglu_beta->shape[0] < nexp) nexp = p->swiglu_beta->shape[0];
-    if (vl && p->swiglu_limit->shape[0] < nexp) nexp = p->swiglu_limit->shape[0];
+    /* the experts every per-expert parameter vector covers */
+    int64_t nexp = INT64_MAX;
+    const moe_tensor *vecs[3] = {p->swiglu_alpha, p->swiglu_beta, p->swiglu_limit};
+    for (int i = 0; i < 3; i++)
+        if (vecs[i] && vecs[i]->shape[0] < nexp) nexp = vecs[i]->shape[0];
     const int32_t *re = row_expert ? row_expert->data : NULL;
     for (int64_t r = 0; r < P && re; r++)
         if (re[r] < -1 || (p->act == MOE_ACT_SWIGLU_BIAS && (va || vb || vl) && re[r] >= nexp))
