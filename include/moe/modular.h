@@ -1,0 +1,195 @@
+/* The modular kernel (DESIGN section 6, anchors vllm_modular.md 2): a
+ * prepare/finalize (PF) type and an experts type, each a struct of function
+ * pointers plus its capability row in the registry (include/moe/compat.h),
+ * composed into one MoE layer. Every type is a composition of the stages
+ * of an ops table (include/moe/ops.h), never new arithmetic, so a pair runs
+ * on any backend that fills the table.
+ *
+ * forward: prepare -> allocate the workspaces the experts ask for ->
+ * apply (in chunks of chunk_size tokens when both sides chunk) -> finalize
+ * with the experts' weight-and-reduce (Delegate: the PF picks, noep ->
+ * Contiguous, batched -> NaiveBatched, as vLLM does, anchors 2.6-2.7).
+ *
+ * This slice is single-rank (world size 1). Implemented types:
+ *   PF       noep [NoDPEP], batched [BatchedPrepareAndFinalize]
+ *   experts  ref [torch_experts], triton_like [TritonExperts],
+ *            naive_batched [NaiveBatchedExperts]
+ * The other registry types (allgather_rs, deepep_ht, deepep_ll, pplx,
+ * hybrid_ep; permute_grouped, batched_masked, grouped_contig, ck_fused)
+ * are refused with MOE_ERR_UNSUPPORTED, after the compatibility check, so
+ * an incompatible pair is always refused with its rule ids first.
+ *
+ * Semantics and rounding points of each type are in its source file
+ * (combos/pf_*.c, combos/experts_*.c). Limits of this slice: the ops table
+ * must be a host backend (index bookkeeping reads topk_ids and counts on
+ * the host), activation scales must be in a linear layout (NVFP4's
+ * 128x4-swizzled scales are MOE_ERR_UNSUPPORTED), dynamic activation scales
+ * only (no static a1/a2 scales), no expert map. */
+#ifndef MOE_MODULAR_H
+#define MOE_MODULAR_H
+
+#include <stdint.h>
+#include "moe/act.h"
+#include "moe/compat.h"
+#include "moe/ops.h"
+#include "moe/quant.h"
+#include "moe/reduce.h"
+#include "moe/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    moe_scheme scheme;
+    moe_act_params act;
+    int num_experts, topk, hidden, inter; /* global E, k, H, I (w1 is [E, 2I or I, H]) */
+    int world_size;                       /* 1 only, for now */
+    int max_tokens;                       /* batched buffers [E, max_tokens, H]; 0 = the token count */
+    int chunk_size;                       /* tokens per apply; 0 = none */
+    int weights_on_input;                 /* router weight applied by prepare (topk 1) */
+    const moe_ops *ops;                   /* NULL = &moe_ops_ref */
+} moe_mk_config;
+
+/* The expert weights, exactly as moe_forward_args takes them. */
+typedef struct {
+    const moe_tensor *w1, *w1_scale, *w1_global;
+    const moe_tensor *w2, *w2_scale, *w2_global;
+    const moe_tensor *b1, *b2;
+} moe_mk_weights;
+
+typedef struct moe_mk moe_mk;
+
+/* Builds the pair (pf_name, experts_name) for cfg. Unknown name:
+ * MOE_ERR_INVALID_ARG naming it. Otherwise the pair is checked with
+ * moe_compat_check on the query built from cfg (scheme, topk, E, world,
+ * hidden, chunk_size, weight on input); *why (may be NULL) receives the
+ * verdict. An incompatible pair: MOE_ERR_INCOMPATIBLE, the message lists
+ * the fired rule ids in rule-table order, *out stays NULL. A compatible
+ * pair of a type this slice does not implement, world size > 1, a
+ * non-host ops table or a swizzled activation scale layout:
+ * MOE_ERR_UNSUPPORTED naming it. */
+moe_status moe_mk_create(const char *pf_name, const char *experts_name, const moe_mk_config *cfg, moe_mk **out,
+                         moe_compat_verdict *why);
+void moe_mk_destroy(moe_mk *mk);
+
+/* x [M, H] in a storage dtype (f32, bf16, f16; the scheme's activation
+ * dtype for unquantized and weight-only schemes), topk_ids int32 [M, k]
+ * with ids in [0, E), topk_weights f32 [M, k], out [M, H] of x's dtype.
+ * M = 0 is an empty problem. */
+moe_status moe_mk_forward(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
+                          const moe_tensor *topk_weights, moe_tensor *out);
+
+/* Names of the pair (the registry rows). */
+const char *moe_mk_pf_name(const moe_mk *mk);
+const char *moe_mk_experts_name(const moe_mk *mk);
+
+/* ---- for type implementations (combos/pf_*.c, combos/experts_*.c) ----- */
+
+/* What prepare hands the experts. */
+typedef struct {
+    moe_act_format format;
+    moe_dtype x_dtype;            /* the storage dtype of x and of every intermediate row */
+    /* STANDARD: a1q [M, H] in the activation spec's elements, its scales as
+     * ops->quantize gives them (empty tensors when the spec has none).
+     * BATCHED: a1q [L, max_tokens, H]; scale[l] / global[l] hold the scales
+     * of expert l's count[l] rows (quantized per expert sub-batch). */
+    moe_tensor a1q, a1q_scale, a1q_global;
+    moe_tensor *ex_scale, *ex_global; /* BATCHED: L entries each, or NULL */
+    moe_tensor counts;            /* BATCHED: int32 [L] expert_num_tokens */
+    int num_local_experts, max_tokens;
+} moe_mk_prep;
+
+/* One workspace's element type and shape. ndim 0 = not needed. */
+typedef struct {
+    moe_dtype dtype;
+    int ndim;
+    int64_t shape[MOE_MAX_DIMS];
+} moe_mk_shape;
+
+typedef struct {
+    const moe_mk_weights *w;
+    const moe_mk_prep *prep;       /* the chunk's rows (views) */
+    const moe_tensor *topk_ids, *topk_weights; /* the chunk's rows */
+    moe_tensor *ws13, *ws2;        /* sized by workspace_shapes for the largest chunk */
+    moe_tensor *fused_out;         /* the chunk's rows of the fused output */
+} moe_mk_apply_args;
+
+typedef struct {
+    const char *name; /* its registry row (moe_pf_find) */
+    moe_status (*prepare)(const moe_mk *mk, const moe_tensor *x, const moe_tensor *topk_ids,
+                          const moe_tensor *topk_weights, moe_mk_prep *out);
+    /* war is the experts' finalize_weight_and_reduce_impl (Delegate: the PF
+     * picks its own) */
+    moe_status (*finalize)(const moe_mk *mk, const moe_tensor *fused, const moe_tensor *topk_ids,
+                           const moe_tensor *topk_weights, moe_war_kind war, moe_tensor *out);
+} moe_mk_pf_type;
+
+typedef struct {
+    const char *name; /* its registry row (moe_experts_find) */
+    /* shapes for a chunk of m tokens (ws13, ws2) and for all M tokens
+     * (fused_out), given what prepare produced */
+    moe_status (*workspace_shapes)(const moe_mk *mk, int64_t m, int64_t M, const moe_mk_prep *prep,
+                                   moe_mk_shape *ws13, moe_mk_shape *ws2, moe_mk_shape *fused_out);
+    moe_status (*apply)(const moe_mk *mk, const moe_mk_apply_args *a);
+    moe_war_kind (*finalize_weight_and_reduce_impl)(const moe_mk *mk);
+} moe_mk_experts_type;
+
+struct moe_mk {
+    moe_mk_config cfg;
+    const moe_ops *ops;
+    const moe_pf_info *pf_info;
+    const moe_experts_info *ex_info;
+    const moe_mk_pf_type *pf;
+    const moe_mk_experts_type *ex;
+    moe_quant_spec act_spec;      /* the scheme's activation spec */
+    int n1;                       /* w1 rows per expert: 2I gated, I otherwise */
+};
+
+extern const moe_mk_pf_type moe_mk_pf_noep, moe_mk_pf_batched;
+extern const moe_mk_experts_type moe_mk_experts_ref, moe_mk_experts_triton_like, moe_mk_experts_naive_batched;
+
+/* Helpers the types share (combos/modular.c). All memory goes through
+ * mk->ops; views never own memory and are never freed. */
+moe_status moe_mk_alloc(const moe_mk *mk, moe_tensor *t, moe_dtype d, int ndim, const int64_t *shape);
+moe_status moe_mk_alloc2(const moe_mk *mk, moe_tensor *t, moe_dtype d, int64_t r, int64_t c);
+void moe_mk_free(const moe_mk *mk, moe_tensor *t); /* owned tensors only; views are just cleared */
+/* A view of `buf`'s bytes from byte `off` as (d, ndim, shape). */
+moe_status moe_mk_view(const moe_tensor *buf, size_t off, moe_dtype d, int ndim, const int64_t *shape,
+                       moe_tensor *view);
+/* A view of rows [r0, r0 + n) along dim 0. */
+moe_status moe_mk_rows(const moe_tensor *t, int64_t r0, int64_t n, moe_tensor *view);
+/* An int32 [n] tensor holding v (host bookkeeping put in backend memory). */
+moe_status moe_mk_index(const moe_mk *mk, moe_tensor *t, const int32_t *v, int64_t n);
+/* f32 copy of storage rows (ops->dequantize with the storage dtype's cast
+ * spec: exact widening). */
+moe_status moe_mk_widen(const moe_mk *mk, const moe_tensor *rows, moe_tensor *f32_out);
+/* Quantizes storage rows [n, K] with the activation spec (dynamic scales)
+ * into q (allocated here when q->data is NULL, else a view to fill),
+ * scale and global (allocated here when the spec has them, else left
+ * empty). Specs without a scale keep the rows as they are: q becomes a
+ * view of `rows` when q->data is NULL, else a copy. */
+moe_status moe_mk_quantize(const moe_mk *mk, const moe_tensor *rows, moe_tensor *q, moe_tensor *scale,
+                           moe_tensor *global);
+/* An ops entry the backend lacks: MOE_ERR_UNSUPPORTED naming it. */
+moe_status moe_mk_missing(const moe_mk *mk, const char *entry);
+/* x * w per row, rounded to x's dtype, into a new tensor (topk 1; noep and
+ * batched prepare). */
+moe_status moe_mk_weigh_input(const moe_mk *mk, const moe_tensor *x, const moe_tensor *topk_weights,
+                              moe_tensor *xw);
+/* A Standard-format finalize with weight-and-reduce kind war. */
+moe_status moe_mk_finalize_standard(const moe_mk *mk, const moe_tensor *fused, const moe_tensor *topk_weights,
+                                    moe_war_kind war, moe_tensor *out);
+/* Scales of rows gathered by src: a per-tensor scale is shared (a view),
+ * row and group scales are gathered with their rows. */
+moe_status moe_mk_gather_scale(const moe_mk *mk, const moe_tensor *scale, const moe_tensor *src, moe_tensor *out);
+#define MOE_MK_NEED(mk, entry) \
+    do { \
+        if (!(mk)->ops->entry) return moe_mk_missing((mk), #entry); \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
