@@ -6,7 +6,8 @@
 #include <string.h>
 #include "moe/modular.h"
 
-static const moe_mk_pf_type *const pf_types[] = {&moe_mk_pf_noep, &moe_mk_pf_batched};
+static const moe_mk_pf_type *const pf_types[] = {&moe_mk_pf_noep, &moe_mk_pf_batched, &moe_mk_pf_allgather_rs,
+                                                 &moe_mk_pf_deepep_ht};
 static const moe_mk_experts_type *const ex_types[] = {&moe_mk_experts_ref, &moe_mk_experts_triton_like,
                                                       &moe_mk_experts_naive_batched};
 
@@ -65,6 +66,17 @@ moe_status moe_mk_index(const moe_mk *mk, moe_tensor *t, const int32_t *v, int64
     if (st != MOE_OK || n == 0) return st;
     moe_tensor h;
     if ((st = moe_tensor_wrap(&h, MOE_I32, 1, &n, (void *)v, (size_t)n * 4, (moe_device){MOE_DEVICE_HOST, 0})))
+        return st;
+    return mk->ops->copy(t, &h);
+}
+
+moe_status moe_mk_index2(const moe_mk *mk, moe_tensor *t, const int32_t *v, int64_t r, int64_t c)
+{
+    moe_status st = moe_mk_alloc2(mk, t, MOE_I32, r, c);
+    if (st != MOE_OK || r * c == 0) return st;
+    moe_tensor h;
+    if ((st = moe_tensor_wrap(&h, MOE_I32, 2, (int64_t[2]){r, c}, (void *)v, (size_t)(r * c) * 4,
+                              (moe_device){MOE_DEVICE_HOST, 0})))
         return st;
     return mk->ops->copy(t, &h);
 }
@@ -133,6 +145,7 @@ moe_status moe_mk_create(const char *pf_name, const char *experts_name, const mo
     moe_compat_query q = moe_compat_query_default();
     q.scheme = cfg->scheme, q.topk = cfg->topk, q.num_experts = cfg->num_experts, q.world_size = cfg->world_size;
     q.hidden = cfg->hidden, q.chunk_size = cfg->chunk_size, q.weight_on_input = cfg->weights_on_input;
+    q.invalid_ids = cfg->invalid_ids;
     moe_compat_verdict v;
     moe_status st = moe_compat_check(pfi, exi, &q, &v);
     if (st != MOE_OK) return st;
@@ -155,9 +168,9 @@ moe_status moe_mk_create(const char *pf_name, const char *experts_name, const mo
     if (!pf) return moe_fail(MOE_ERR_UNSUPPORTED, "pf '%s': not implemented yet in the modular kernel", pfi->name);
     if (!ex)
         return moe_fail(MOE_ERR_UNSUPPORTED, "experts '%s': not implemented yet in the modular kernel", exi->name);
-    if (cfg->world_size != 1)
-        return moe_fail(MOE_ERR_UNSUPPORTED, "cfg.world_size %d: the modular kernel runs one rank so far",
-                        cfg->world_size);
+    if (cfg->world_size != 1 && !pf->ep_prepare)
+        return moe_fail(MOE_ERR_UNSUPPORTED, "pf '%s', cfg.world_size %d: runs one rank in the modular kernel",
+                        pf->name, cfg->world_size);
     const moe_ops *ops = cfg->ops ? cfg->ops : &moe_ops_ref;
     if ((st = moe_ops_check(ops))) return st;
     if (ops->device != MOE_DEVICE_HOST)
@@ -169,6 +182,11 @@ moe_status moe_mk_create(const char *pf_name, const char *experts_name, const mo
         return moe_fail(MOE_ERR_UNSUPPORTED, "scheme %s: activation scale layout %s is not handled by the modular "
                         "kernel yet (rows of scales are moved as linear rows)",
                         moe_scheme_name(cfg->scheme), moe_sf_layout_name(as.layout));
+    if (cfg->world_size != 1 && as.gran == MOE_GRAN_TENSOR)
+        return moe_fail(MOE_ERR_UNSUPPORTED, "pf '%s', scheme %s, world %d: per-tensor dynamic activation scales "
+                        "with expert parallelism are not handled (NaiveDPEP does not gather scalar scales; rows "
+                        "of non-local experts (-1) break per-expert requantization)",
+                        pf->name, moe_scheme_name(cfg->scheme), cfg->world_size);
     moe_mk *mk = calloc(1, sizeof *mk);
     if (!mk) return moe_fail(MOE_ERR_NOMEM, "moe_mk: allocation");
     mk->cfg = *cfg, mk->cfg.ops = ops, mk->ops = ops;
@@ -248,55 +266,186 @@ static moe_status check_forward(const moe_mk *mk, const moe_mk_weights *w, const
     return MOE_OK;
 }
 
+/* The experts on one rank's Standard or Batched rows: workspaces, apply
+ * (in chunks when both sides chunk), into *fused (allocated here). M is
+ * the rank's row count (Standard: prep rows; Batched: the token count). */
+static moe_status run_experts(const moe_mk *mk, const moe_mk_weights *w, const moe_mk_prep *prep,
+                              const moe_tensor *topk_ids, const moe_tensor *topk_weights, int64_t M, moe_tensor *fused)
+{
+    moe_status st;
+    moe_tensor ws13, ws2;
+    memset(&ws13, 0, sizeof ws13), memset(&ws2, 0, sizeof ws2), memset(fused, 0, sizeof *fused);
+    if (prep->format != mk->pf_info->format)
+        return moe_fail(MOE_ERR_INTERNAL, "pf '%s': prepare produced format %s", mk->pf->name,
+                        moe_act_format_name(prep->format));
+    /* chunking: both sides must support it; Standard-format PFs chunk,
+     * batched ones never do (anchors 2.5) */
+    int64_t C = M;
+    if (mk->cfg.chunk_size > 0 && mk->ex_info->chunking && prep->format == MOE_FMT_STANDARD && mk->cfg.chunk_size < M)
+        C = mk->cfg.chunk_size;
+    moe_mk_shape s13, s2, sout;
+    memset(&s13, 0, sizeof s13), memset(&s2, 0, sizeof s2), memset(&sout, 0, sizeof sout);
+    if ((st = mk->ex->workspace_shapes(mk, C, M, prep, &s13, &s2, &sout))) goto done;
+    if ((st = alloc_shape(mk, &s13, &ws13)) || (st = alloc_shape(mk, &s2, &ws2)) ||
+        (st = alloc_shape(mk, &sout, fused)))
+        goto done;
+    if (prep->format != MOE_FMT_STANDARD) {
+        moe_mk_apply_args a = {w, prep, topk_ids, topk_weights, &ws13, &ws2, fused};
+        st = mk->ex->apply(mk, &a);
+        goto done;
+    }
+    int64_t factor = fused->shape[0] / M; /* fused [M, ..] or [M*k, ..] */
+    for (int64_t t0 = 0; t0 < M; t0 += C) {
+        int64_t n = M - t0 < C ? M - t0 : C;
+        moe_mk_prep cp = *prep;
+        moe_tensor ids_c, w_c, out_c;
+        if ((st = moe_mk_rows(&prep->a1q, t0, n, &cp.a1q)) ||
+            (st = slice_scale(&prep->a1q_scale, M, t0, n, &cp.a1q_scale)) ||
+            (st = moe_mk_rows(topk_ids, t0, n, &ids_c)) || (st = moe_mk_rows(topk_weights, t0, n, &w_c)) ||
+            (st = moe_mk_rows(fused, t0 * factor, n * factor, &out_c)))
+            goto done;
+        moe_mk_apply_args a = {w, &cp, &ids_c, &w_c, &ws13, &ws2, &out_c};
+        if ((st = mk->ex->apply(mk, &a))) goto done;
+    }
+done:
+    moe_mk_free(mk, &ws13), moe_mk_free(mk, &ws2);
+    if (st != MOE_OK) moe_mk_free(mk, fused);
+    return st;
+}
+
 moe_status moe_mk_forward(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
                           const moe_tensor *topk_weights, moe_tensor *out)
 {
+    if (mk && mk->pf->ep_prepare) {
+        if (mk->cfg.world_size != 1)
+            return moe_fail(MOE_ERR_INVALID_ARG, "pf '%s', world %d: rank-major inputs go through "
+                            "moe_mk_forward_ranks", mk->pf->name, mk->cfg.world_size);
+        moe_status s;
+        if (!x || !topk_ids || !topk_weights || !out)
+            return moe_fail(MOE_ERR_NULL, "x, topk_ids, topk_weights, out: must not be NULL");
+        if ((s = moe_tensor_expect_host(x, "x", x->dtype, 2)) || (s = moe_tensor_expect_host(out, "out", out->dtype, 2)) ||
+            (s = moe_tensor_expect_host(topk_ids, "topk_ids", MOE_I32, 2)) ||
+            (s = moe_tensor_expect_host(topk_weights, "topk_weights", MOE_F32, 2)))
+            return s;
+        moe_tensor x3, i3, w3, o3; /* [1, M, ..] views */
+        if ((s = moe_mk_view(x, 0, x->dtype, 3, (int64_t[3]){1, x->shape[0], x->shape[1]}, &x3)) ||
+            (s = moe_mk_view(topk_ids, 0, MOE_I32, 3, (int64_t[3]){1, topk_ids->shape[0], topk_ids->shape[1]}, &i3)) ||
+            (s = moe_mk_view(topk_weights, 0, MOE_F32, 3,
+                             (int64_t[3]){1, topk_weights->shape[0], topk_weights->shape[1]}, &w3)) ||
+            (s = moe_mk_view(out, 0, out->dtype, 3, (int64_t[3]){1, out->shape[0], out->shape[1]}, &o3)))
+            return s;
+        return moe_mk_forward_ranks(mk, w, &x3, &i3, &w3, &o3);
+    }
     moe_status st = check_forward(mk, w, x, topk_ids, topk_weights, out);
     if (st != MOE_OK) return st;
     int64_t M = x->shape[0];
     if (M == 0) return MOE_OK; /* vLLM: a rank with no tokens returns an empty output */
     moe_mk_prep prep;
     memset(&prep, 0, sizeof prep);
-    moe_tensor ws13, ws2, fused;
-    memset(&ws13, 0, sizeof ws13), memset(&ws2, 0, sizeof ws2), memset(&fused, 0, sizeof fused);
+    moe_tensor fused;
+    memset(&fused, 0, sizeof fused);
     if ((st = mk->pf->prepare(mk, x, topk_ids, topk_weights, &prep))) goto done;
-    if (prep.format != mk->pf_info->format) {
-        st = moe_fail(MOE_ERR_INTERNAL, "pf '%s': prepare produced format %s", mk->pf->name,
-                      moe_act_format_name(prep.format));
-        goto done;
-    }
-    /* chunking: both sides must support it; Standard-format PFs chunk,
-     * batched ones never do (anchors 2.5) */
-    int64_t C = M;
-    if (mk->cfg.chunk_size > 0 && mk->ex_info->chunking && prep.format == MOE_FMT_STANDARD && mk->cfg.chunk_size < M)
-        C = mk->cfg.chunk_size;
-    moe_mk_shape s13, s2, sout;
-    memset(&s13, 0, sizeof s13), memset(&s2, 0, sizeof s2), memset(&sout, 0, sizeof sout);
-    if ((st = mk->ex->workspace_shapes(mk, C, M, &prep, &s13, &s2, &sout))) goto done;
-    if ((st = alloc_shape(mk, &s13, &ws13)) || (st = alloc_shape(mk, &s2, &ws2)) ||
-        (st = alloc_shape(mk, &sout, &fused)))
-        goto done;
-    if (prep.format != MOE_FMT_STANDARD) {
-        moe_mk_apply_args a = {w, &prep, topk_ids, topk_weights, &ws13, &ws2, &fused};
-        if ((st = mk->ex->apply(mk, &a))) goto done;
-    } else {
-        int64_t factor = fused.shape[0] / M; /* fused [M, ..] or [M*k, ..] */
-        for (int64_t t0 = 0; t0 < M; t0 += C) {
-            int64_t n = M - t0 < C ? M - t0 : C;
-            moe_mk_prep cp = prep;
-            moe_tensor ids_c, w_c, out_c;
-            if ((st = moe_mk_rows(&prep.a1q, t0, n, &cp.a1q)) ||
-                (st = slice_scale(&prep.a1q_scale, M, t0, n, &cp.a1q_scale)) ||
-                (st = moe_mk_rows(topk_ids, t0, n, &ids_c)) || (st = moe_mk_rows(topk_weights, t0, n, &w_c)) ||
-                (st = moe_mk_rows(&fused, t0 * factor, n * factor, &out_c)))
-                goto done;
-            moe_mk_apply_args a = {w, &cp, &ids_c, &w_c, &ws13, &ws2, &out_c};
-            if ((st = mk->ex->apply(mk, &a))) goto done;
-        }
-    }
-    st = mk->pf->finalize(mk, &fused, topk_ids, topk_weights, mk->ex->finalize_weight_and_reduce_impl(mk), out);
+    if ((st = run_experts(mk, w, &prep, topk_ids, topk_weights, M, &fused))) goto done;
+    st = mk->pf->finalize(mk, &fused, topk_ids, topk_weights,
+                          mk->ex->finalize_weight_and_reduce_impl(mk), out);
 done:
     prep_free(mk, &prep);
-    moe_mk_free(mk, &ws13), moe_mk_free(mk, &ws2), moe_mk_free(mk, &fused);
+    moe_mk_free(mk, &fused);
+    return st;
+}
+
+/* ---- expert parallelism -------------------------------------------------- */
+
+/* Rank r's experts [r*El, (r+1)*El): views of every per-expert tensor's
+ * leading dimension (a tensor whose leading extent is not E is shared). */
+static moe_status local_weights(const moe_mk *mk, const moe_mk_weights *w, int r, moe_mk_weights *lw, moe_tensor v[8])
+{
+    int64_t E = mk->cfg.num_experts, El = E / mk->cfg.world_size;
+    const moe_tensor *src[8] = {w->w1, w->w1_scale, w->w1_global, w->w2, w->w2_scale, w->w2_global, w->b1, w->b2};
+    const moe_tensor **dst[8] = {&lw->w1, &lw->w1_scale, &lw->w1_global, &lw->w2,
+                                 &lw->w2_scale, &lw->w2_global, &lw->b1, &lw->b2};
+    for (int i = 0; i < 8; i++) {
+        *dst[i] = src[i];
+        if (!src[i] || src[i]->ndim == 0 || src[i]->shape[0] != E) continue;
+        moe_status st = moe_mk_rows(src[i], (int64_t)r * El, El, &v[i]);
+        if (st != MOE_OK) return st;
+        *dst[i] = &v[i];
+    }
+    return MOE_OK;
+}
+
+moe_status moe_mk_forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
+                                const moe_tensor *topk_weights, moe_tensor *out)
+{
+    if (!mk || !w || !x || !topk_ids || !topk_weights || !out)
+        return moe_fail(MOE_ERR_NULL, "mk, weights, x, topk_ids, topk_weights, out: must not be NULL");
+    moe_status st;
+    int R = mk->cfg.world_size;
+    if ((st = moe_tensor_expect_host(x, "x", x->dtype, 3)) || (st = moe_tensor_expect_host(out, "out", x->dtype, 3)) ||
+        (st = moe_tensor_expect_host(topk_ids, "topk_ids", MOE_I32, 3)) ||
+        (st = moe_tensor_expect_host(topk_weights, "topk_weights", MOE_F32, 3)))
+        return st;
+    if (x->shape[0] != R || topk_ids->shape[0] != R || topk_weights->shape[0] != R || out->shape[0] != R)
+        return moe_fail(MOE_ERR_SHAPE, "x, topk_ids, topk_weights, out: leading extent must be the world size %d", R);
+    int64_t T = x->shape[1], H = x->shape[2], k = topk_ids->shape[2];
+    /* every rank's [T, ..] slice passes the single-rank checks */
+    moe_tensor x2, i2, w2, o2;
+    if ((st = moe_mk_view(x, 0, x->dtype, 2, (int64_t[2]){R * T, H}, &x2)) ||
+        (st = moe_mk_view(topk_ids, 0, MOE_I32, 2, (int64_t[2]){R * T, k}, &i2)) ||
+        (st = moe_mk_view(topk_weights, 0, MOE_F32, 2, (int64_t[2]){R * T, topk_weights->shape[2]}, &w2)) ||
+        (st = moe_mk_view(out, 0, out->dtype, 2, (int64_t[2]){R * T, out->shape[2]}, &o2)) ||
+        (st = check_forward(mk, w, &x2, &i2, &w2, &o2)))
+        return st;
+    if (topk_ids->shape[1] != T || topk_weights->shape[1] != T || out->shape[1] != T)
+        return moe_fail(MOE_ERR_SHAPE, "topk_ids, topk_weights, out: must have T = %lld tokens per rank", (long long)T);
+    if (!mk->pf->ep_prepare) { /* single-rank PF: R is 1 (the constructor refused more) */
+        moe_tensor xr, ir, wr, outr;
+        if ((st = moe_mk_view(x, 0, x->dtype, 2, (int64_t[2]){T, H}, &xr)) ||
+            (st = moe_mk_view(topk_ids, 0, MOE_I32, 2, (int64_t[2]){T, k}, &ir)) ||
+            (st = moe_mk_view(topk_weights, 0, MOE_F32, 2, (int64_t[2]){T, k}, &wr)) ||
+            (st = moe_mk_view(out, 0, out->dtype, 2, (int64_t[2]){T, H}, &outr)))
+            return st;
+        return moe_mk_forward(mk, w, &xr, &ir, &wr, &outr);
+    }
+    if (T == 0) return MOE_OK;
+    moe_mk_rank *ranks = calloc((size_t)R, sizeof *ranks);
+    if (!ranks) return moe_fail(MOE_ERR_NOMEM, "forward_ranks: rank table");
+    void *state = NULL;
+    moe_war_kind war = mk->ex->finalize_weight_and_reduce_impl(mk);
+    if ((st = mk->pf->ep_prepare(mk, x, topk_ids, topk_weights, ranks, &state))) goto done;
+    for (int r = 0; r < R && st == MOE_OK; r++) {
+        moe_mk_rank *rk = &ranks[r];
+        int64_t n = rk->topk_ids.ndim ? rk->topk_ids.shape[0] : 0;
+        if (n == 0) continue; /* vLLM skips the experts and the reduce on a rank with no rows */
+        moe_mk_weights lw;
+        moe_tensor v[8];
+        moe_tensor fused;
+        memset(&fused, 0, sizeof fused);
+        if ((st = local_weights(mk, w, r, &lw, v))) break;
+        if ((st = run_experts(mk, &lw, &rk->prep, &rk->topk_ids, &rk->topk_weights, n, &fused))) {
+            const int32_t *id = rk->topk_ids.data;
+            int64_t neg = 0;
+            for (int64_t i = 0; i < moe_tensor_numel(&rk->topk_ids); i++) neg += id[i] < 0;
+            if (neg) { /* name the cause: the experts' stages refused the -1 slots */
+                char why[256];
+                snprintf(why, sizeof why, "%s", moe_last_error());
+                st = moe_fail(MOE_ERR_UNSUPPORTED, "pf '%s' x experts '%s', rank %d: the experts cannot take the "
+                              "%lld slots of non-local experts (-1 ids; no expert map in this slice): %s",
+                              mk->pf->name, mk->ex->name, r, (long long)neg, why);
+            }
+            break;
+        }
+        st = moe_mk_finalize_standard(mk, &fused, &rk->topk_weights, war, &rk->partial);
+        moe_mk_free(mk, &fused);
+    }
+    if (st == MOE_OK) st = mk->pf->ep_combine(mk, state, out);
+done:
+    for (int r = 0; r < R; r++) {
+        prep_free(mk, &ranks[r].prep);
+        moe_mk_free(mk, &ranks[r].topk_ids), moe_mk_free(mk, &ranks[r].topk_weights);
+        moe_mk_free(mk, &ranks[r].partial);
+    }
+    free(ranks);
+    if (mk->pf->ep_release) mk->pf->ep_release(mk, state);
     return st;
 }

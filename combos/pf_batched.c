@@ -75,4 +75,4 @@ static moe_status batched_finalize(const moe_mk *mk, const moe_tensor *fused, co
     return moe_mk_finalize_standard(mk, fused, topk_weights, war, out);
 }
 
-const moe_mk_pf_type moe_mk_pf_batched = {"batched", batched_prepare, batched_finalize};
+const moe_mk_pf_type moe_mk_pf_batched = {.name = "batched", .prepare = batched_prepare, .finalize = batched_finalize};

@@ -71,4 +71,4 @@ static moe_status noep_finalize(const moe_mk *mk, const moe_tensor *fused, const
     return moe_mk_finalize_standard(mk, fused, topk_weights, war, out);
 }
 
-const moe_mk_pf_type moe_mk_pf_noep = {"noep", noep_prepare, noep_finalize};
+const moe_mk_pf_type moe_mk_pf_noep = {.name = "noep", .prepare = noep_prepare, .finalize = noep_finalize};

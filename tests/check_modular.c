@@ -173,10 +173,10 @@ START_TEST(unknown_and_unsupported)
     ck_assert_int_eq(moe_mk_create("noep", "ref", NULL, &mk, NULL), MOE_ERR_NULL);
     ck_assert_int_eq(moe_mk_create("noep", "permute_grouped", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "permute_grouped"));
-    ck_assert_int_eq(moe_mk_create("allgather_rs", "ref", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(moe_last_error(), "allgather_rs"));
+    ck_assert_int_eq(moe_mk_create("pplx", "naive_batched", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "pplx"));
     c.world_size = 2;
-    ck_assert_int_eq(moe_mk_create("allgather_rs", "ref", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_int_eq(moe_mk_create("pplx", "naive_batched", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
     moe_compat_verdict v;
     ck_assert_int_eq(moe_mk_create("noep", "ref", &c, &mk, &v), MOE_ERR_INCOMPATIBLE);
     ck_assert_str_eq(v.fail[0]->id, "world-unsupported");

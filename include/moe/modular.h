@@ -10,12 +10,13 @@
  * with the experts' weight-and-reduce (Delegate: the PF picks, noep ->
  * Contiguous, batched -> NaiveBatched, as vLLM does, anchors 2.6-2.7).
  *
- * This slice is single-rank (world size 1). Implemented types:
- *   PF       noep [NoDPEP], batched [BatchedPrepareAndFinalize]
+ * Implemented types:
+ *   PF       noep [NoDPEP], batched [BatchedPrepareAndFinalize] (one rank);
+ *            allgather_rs [NaiveDPEP], deepep_ht [DeepEP normal] (expert
+ *            parallel, simulated ranks: moe_mk_forward_ranks)
  *   experts  ref [torch_experts], triton_like [TritonExperts],
  *            naive_batched [NaiveBatchedExperts]
- * The other registry types (allgather_rs, deepep_ht, deepep_ll, pplx,
- * hybrid_ep; permute_grouped, batched_masked, grouped_contig, ck_fused)
+ * The other registry types (deepep_ll, pplx, hybrid_ep; permute_grouped, batched_masked, grouped_contig, ck_fused)
  * are refused with MOE_ERR_UNSUPPORTED, after the compatibility check, so
  * an incompatible pair is always refused with its rule ids first.
  *
@@ -44,10 +45,12 @@ typedef struct {
     moe_scheme scheme;
     moe_act_params act;
     int num_experts, topk, hidden, inter; /* global E, k, H, I (w1 is [E, 2I or I, H]) */
-    int world_size;                       /* 1 only, for now */
+    int world_size;                       /* R: 1, or 2/4/8 with an expert-parallel PF */
     int max_tokens;                       /* batched buffers [E, max_tokens, H]; 0 = the token count */
     int chunk_size;                       /* tokens per apply; 0 = none */
     int weights_on_input;                 /* router weight applied by prepare (topk 1) */
+    int invalid_ids;                      /* topk_ids may hold -1 (compat query only: forward
+                                             still takes ids in [0, E)) */
     const moe_ops *ops;                   /* NULL = &moe_ops_ref */
 } moe_mk_config;
 
@@ -63,12 +66,14 @@ typedef struct moe_mk moe_mk;
 /* Builds the pair (pf_name, experts_name) for cfg. Unknown name:
  * MOE_ERR_INVALID_ARG naming it. Otherwise the pair is checked with
  * moe_compat_check on the query built from cfg (scheme, topk, E, world,
- * hidden, chunk_size, weight on input); *why (may be NULL) receives the
- * verdict. An incompatible pair: MOE_ERR_INCOMPATIBLE, the message lists
- * the fired rule ids in rule-table order, *out stays NULL. A compatible
- * pair of a type this slice does not implement, world size > 1, a
- * non-host ops table or a swizzled activation scale layout:
- * MOE_ERR_UNSUPPORTED naming it. */
+ * hidden, chunk_size, weight on input, invalid ids); *why (may be NULL)
+ * receives the verdict. An incompatible pair: MOE_ERR_INCOMPATIBLE, the
+ * message lists the fired rule ids in rule-table order, *out stays NULL. A
+ * compatible pair of a type this slice does not implement, a non-host ops
+ * table, a swizzled activation scale layout, or world size > 1 with a
+ * per-tensor dynamic activation spec (allgather_rs: NaiveDPEP does not
+ * gather scalar scales; deepep_ht: the ref experts' per-expert requant
+ * cannot take -1 ids): MOE_ERR_UNSUPPORTED naming it. */
 moe_status moe_mk_create(const char *pf_name, const char *experts_name, const moe_mk_config *cfg, moe_mk **out,
                          moe_compat_verdict *why);
 void moe_mk_destroy(moe_mk *mk);
@@ -79,6 +84,21 @@ void moe_mk_destroy(moe_mk *mk);
  * M = 0 is an empty problem. */
 moe_status moe_mk_forward(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
                           const moe_tensor *topk_weights, moe_tensor *out);
+
+/* Expert parallelism with simulated ranks (all ranks in one call, the
+ * rank-major convention of include/moe/dispatch.h): x [R, T, H], topk_ids
+ * int32 [R, T, k] with global ids in [0, E), topk_weights f32 [R, T, k],
+ * out [R, T, H] of x's dtype; R = cfg.world_size. The expert weights are
+ * the global ones, shared; rank r's experts type runs on experts
+ * [r*E/R, (r+1)*E/R) (views of the weights' leading dimension) with the
+ * local ids the PF hands it (-1: not this rank's expert, a zero row).
+ * Implemented for the expert-parallel PFs allgather_rs and deepep_ht
+ * (their sources say what each rank computes). With a single-rank PF and
+ * R = 1 it is moe_mk_forward on the [T, H] views. moe_mk_forward on an
+ * expert-parallel PF built for R = 1 runs this with one rank; for R > 1
+ * moe_mk_forward is MOE_ERR_INVALID_ARG (use this entry). */
+moe_status moe_mk_forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
+                                const moe_tensor *topk_weights, moe_tensor *out);
 
 /* Names of the pair (the registry rows). */
 const char *moe_mk_pf_name(const moe_mk *mk);
@@ -115,14 +135,35 @@ typedef struct {
     moe_tensor *fused_out;         /* the chunk's rows of the fused output */
 } moe_mk_apply_args;
 
+/* One simulated rank of an expert-parallel forward. The PF's ep_prepare
+ * fills prep, topk_ids, topk_weights (n received rows, local expert ids or
+ * -1) and partial (a view into its combine buffer: [n, H] of x's dtype);
+ * the driver runs the experts on the rank's local weights and writes the
+ * rank's finalize (the experts' weight-and-reduce; Delegate -> Contiguous)
+ * into partial; ep_combine then makes out [R, T, H]. */
+typedef struct {
+    moe_mk_prep prep;
+    moe_tensor topk_ids, topk_weights;
+    moe_tensor partial;
+} moe_mk_rank;
+
 typedef struct {
     const char *name; /* its registry row (moe_pf_find) */
+    /* single rank (NULL for expert-parallel PFs, which run R = 1 through
+     * the ep_ entries) */
     moe_status (*prepare)(const moe_mk *mk, const moe_tensor *x, const moe_tensor *topk_ids,
                           const moe_tensor *topk_weights, moe_mk_prep *out);
     /* war is the experts' finalize_weight_and_reduce_impl (Delegate: the PF
      * picks its own) */
     moe_status (*finalize)(const moe_mk *mk, const moe_tensor *fused, const moe_tensor *topk_ids,
                            const moe_tensor *topk_weights, moe_war_kind war, moe_tensor *out);
+    /* expert parallel (NULL for single-rank PFs): x, topk_ids, topk_weights
+     * rank-major [R, T, ..]; ranks[R] zeroed by the caller; *state is the
+     * PF's, released by ep_release (also after a failure) */
+    moe_status (*ep_prepare)(const moe_mk *mk, const moe_tensor *x, const moe_tensor *topk_ids,
+                             const moe_tensor *topk_weights, moe_mk_rank *ranks, void **state);
+    moe_status (*ep_combine)(const moe_mk *mk, void *state, moe_tensor *out);
+    void (*ep_release)(const moe_mk *mk, void *state);
 } moe_mk_pf_type;
 
 typedef struct {
@@ -146,7 +187,7 @@ struct moe_mk {
     int n1;                       /* w1 rows per expert: 2I gated, I otherwise */
 };
 
-extern const moe_mk_pf_type moe_mk_pf_noep, moe_mk_pf_batched;
+extern const moe_mk_pf_type moe_mk_pf_noep, moe_mk_pf_batched, moe_mk_pf_allgather_rs, moe_mk_pf_deepep_ht;
 extern const moe_mk_experts_type moe_mk_experts_ref, moe_mk_experts_triton_like, moe_mk_experts_naive_batched;
 
 /* Helpers the types share (combos/modular.c). All memory goes through
@@ -161,6 +202,8 @@ moe_status moe_mk_view(const moe_tensor *buf, size_t off, moe_dtype d, int ndim,
 moe_status moe_mk_rows(const moe_tensor *t, int64_t r0, int64_t n, moe_tensor *view);
 /* An int32 [n] tensor holding v (host bookkeeping put in backend memory). */
 moe_status moe_mk_index(const moe_mk *mk, moe_tensor *t, const int32_t *v, int64_t n);
+/* The same, int32 [r, c]. */
+moe_status moe_mk_index2(const moe_mk *mk, moe_tensor *t, const int32_t *v, int64_t r, int64_t c);
 /* f32 copy of storage rows (ops->dequantize with the storage dtype's cast
  * spec: exact widening). */
 moe_status moe_mk_widen(const moe_mk *mk, const moe_tensor *rows, moe_tensor *f32_out);
