@@ -9,7 +9,9 @@
 static const moe_mk_pf_type *const pf_types[] = {&moe_mk_pf_noep, &moe_mk_pf_batched, &moe_mk_pf_allgather_rs,
                                                  &moe_mk_pf_deepep_ht};
 static const moe_mk_experts_type *const ex_types[] = {&moe_mk_experts_ref, &moe_mk_experts_triton_like,
-                                                      &moe_mk_experts_naive_batched};
+                                                      &moe_mk_experts_naive_batched, &moe_mk_experts_permute_grouped,
+                                                      &moe_mk_experts_batched_masked, &moe_mk_experts_grouped_contig,
+                                                      &moe_mk_experts_ck_fused};
 
 /* ---- helpers ------------------------------------------------------------ */
 

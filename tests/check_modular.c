@@ -171,8 +171,6 @@ START_TEST(unknown_and_unsupported)
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "zzz"));
     ck_assert_int_eq(moe_mk_create(NULL, "ref", &c, &mk, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_int_eq(moe_mk_create("noep", "ref", NULL, &mk, NULL), MOE_ERR_NULL);
-    ck_assert_int_eq(moe_mk_create("noep", "permute_grouped", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(moe_last_error(), "permute_grouped"));
     ck_assert_int_eq(moe_mk_create("pplx", "naive_batched", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "pplx"));
     c.world_size = 2;

@@ -188,7 +188,8 @@ struct moe_mk {
 };
 
 extern const moe_mk_pf_type moe_mk_pf_noep, moe_mk_pf_batched, moe_mk_pf_allgather_rs, moe_mk_pf_deepep_ht;
-extern const moe_mk_experts_type moe_mk_experts_ref, moe_mk_experts_triton_like, moe_mk_experts_naive_batched;
+extern const moe_mk_experts_type moe_mk_experts_ref, moe_mk_experts_triton_like, moe_mk_experts_naive_batched,
+    moe_mk_experts_permute_grouped, moe_mk_experts_batched_masked, moe_mk_experts_grouped_contig, moe_mk_experts_ck_fused;
 
 /* Helpers the types share (combos/modular.c). All memory goes through
  * mk->ops; views never own memory and are never freed. */
