@@ -19,8 +19,6 @@
  * BatchedTritonExperts' (L, maxT, max(K, N)) and (L, maxT, N_act)).
  * Workspaces: ws13 [L, max_tokens, N1], ws2 [L, max_tokens, I], fused_out
  * [L, max_tokens, H]. */
-#include <stdlib.h>
-#include <string.h>
 #include "moe/modular.h"
 
 static moe_status bm_ws(const moe_mk *mk, int64_t m, int64_t M, const moe_mk_prep *prep, moe_mk_shape *ws13,
@@ -34,57 +32,16 @@ static moe_status bm_ws(const moe_mk *mk, int64_t m, int64_t M, const moe_mk_pre
     return MOE_OK;
 }
 
-static const moe_tensor *opt(const moe_tensor *t) { return t && t->ndim ? t : NULL; }
-
-/* rows [0, n) of expert l of a [L, T, C] buffer as an [n, C] view */
-static moe_status expert_rows(const moe_tensor *b, int64_t l, int64_t n, moe_tensor *v)
-{
-    moe_status st = moe_mk_rows(b, l, 1, v);
-    if (st != MOE_OK) return st;
-    return moe_mk_view(v, 0, b->dtype, 2, (int64_t[2]){n, b->shape[2]}, v);
-}
-
+/* The per-expert loop is naive_batched's: in the reference composition the
+ * two upstream kernels compute the same thing in the same order, and only
+ * their workspaces differ (above). naive_batched's apply works on views at
+ * the start of each workspace, which these larger buffers also provide. */
 static moe_status bm_apply(const moe_mk *mk, const moe_mk_apply_args *a)
 {
-    MOE_MK_NEED(mk, grouped_gemm);
-    MOE_MK_NEED(mk, activation);
-    const moe_mk_prep *pp = a->prep;
-    const moe_mk_weights *w = a->w;
-    if (pp->format != MOE_FMT_BATCHED)
+    if (a->prep->format != MOE_FMT_BATCHED)
         return moe_fail(MOE_ERR_UNSUPPORTED, "experts 'batched_masked': needs Batched-format rows, got %s",
-                        moe_act_format_name(pp->format));
-    int64_t L = pp->num_local_experts, T = pp->max_tokens;
-    const int32_t *cnt = pp->counts.data;
-    for (int64_t l = 0; l < L; l++)
-        if (cnt[l] < 0 || cnt[l] > T)
-            return moe_fail(MOE_ERR_INVALID_ARG, "expert_num_tokens[%lld] = %d: must be in [0, max_tokens = %lld]",
-                            (long long)l, cnt[l], (long long)T);
-    int32_t *rows = malloc(sizeof(int32_t) * (size_t)T + 4);
-    if (!rows) return moe_fail(MOE_ERR_NOMEM, "batched_masked: indices");
-    moe_status st = MOE_OK;
-    for (int64_t l = 0; l < L && st == MOE_OK; l++) {
-        int64_t n = cnt[l];
-        if (n == 0) continue;
-        for (int64_t r = 0; r < n; r++) rows[r] = (int32_t)l;
-        moe_tensor re, ain, h1, h2, q, s, g, y;
-        memset(&re, 0, sizeof re), memset(&q, 0, sizeof q), memset(&s, 0, sizeof s), memset(&g, 0, sizeof g);
-        if ((st = moe_mk_index(mk, &re, rows, n)) || (st = expert_rows(&pp->a1q, l, n, &ain)) ||
-            (st = expert_rows(a->ws13, l, n, &h1)) || (st = expert_rows(a->ws2, l, n, &h2)) ||
-            (st = expert_rows(a->fused_out, l, n, &y)))
-            goto next;
-        moe_gemm_args g1 = {mk->cfg.scheme, &ain, opt(pp->ex_scale ? &pp->ex_scale[l] : NULL),
-                            opt(pp->ex_global ? &pp->ex_global[l] : NULL), w->w1, w->w1_scale, w->w1_global, &re,
-                            w->b1};
-        if ((st = mk->ops->grouped_gemm(&g1, &h1)) || (st = mk->ops->activation(&h1, &re, &mk->cfg.act, &h2)) ||
-            (st = moe_mk_quantize(mk, &h2, &q, &s, &g)))
-            goto next;
-        moe_gemm_args g2 = {mk->cfg.scheme, &q, opt(&s), opt(&g), w->w2, w->w2_scale, w->w2_global, &re, w->b2};
-        st = mk->ops->grouped_gemm(&g2, &y);
-    next:
-        moe_mk_free(mk, &re), moe_mk_free(mk, &q), moe_mk_free(mk, &s), moe_mk_free(mk, &g);
-    }
-    free(rows);
-    return st;
+                        moe_act_format_name(a->prep->format));
+    return moe_mk_experts_naive_batched.apply(mk, a);
 }
 
 static moe_war_kind bm_war(const moe_mk *mk)
