@@ -7,7 +7,7 @@
 #include "moe/modular.h"
 
 static const moe_mk_pf_type *const pf_types[] = {&moe_mk_pf_noep, &moe_mk_pf_batched, &moe_mk_pf_allgather_rs,
-                                                 &moe_mk_pf_deepep_ht};
+                                                 &moe_mk_pf_deepep_ht, &moe_mk_pf_deepep_ll, &moe_mk_pf_pplx};
 static const moe_mk_experts_type *const ex_types[] = {&moe_mk_experts_ref, &moe_mk_experts_triton_like,
                                                       &moe_mk_experts_naive_batched, &moe_mk_experts_permute_grouped,
                                                       &moe_mk_experts_batched_masked, &moe_mk_experts_grouped_contig,
@@ -81,6 +81,22 @@ moe_status moe_mk_index2(const moe_mk *mk, moe_tensor *t, const int32_t *v, int6
                               (moe_device){MOE_DEVICE_HOST, 0})))
         return st;
     return mk->ops->copy(t, &h);
+}
+
+moe_status moe_mk_rank_rows(const moe_tensor *t, int j, int64_t n, moe_tensor *v)
+{
+    moe_status st = moe_mk_rows(t, j, 1, v);
+    if (st != MOE_OK) return st;
+    return moe_mk_view(v, 0, t->dtype, 2, (int64_t[2]){n, t->shape[2]}, v);
+}
+
+moe_status moe_mk_ones(const moe_mk *mk, moe_tensor *t, int64_t d0, int64_t d1, int64_t d2)
+{
+    moe_status st = moe_mk_alloc(mk, t, MOE_F32, 3, (int64_t[3]){d0, d1, d2});
+    if (st != MOE_OK) return st;
+    float *f = t->data; /* host backend (the constructor checks) */
+    for (int64_t i = 0; i < d0 * d1 * d2; i++) f[i] = 1.0f;
+    return MOE_OK;
 }
 
 static moe_scheme cast_scheme(moe_dtype d)
@@ -257,9 +273,13 @@ static moe_status check_forward(const moe_mk *mk, const moe_mk_weights *w, const
                         mk->cfg.topk);
     const int32_t *id = ids->data;
     for (int64_t i = 0; i < M * mk->cfg.topk; i++)
-        if (id[i] < 0 || id[i] >= mk->cfg.num_experts)
+        if (id[i] < 0 || id[i] >= mk->cfg.num_experts) {
+            if (id[i] < 0 && !mk->pf_info->accepts_invalid_ids)
+                return moe_fail(MOE_ERR_INVALID_ARG, "topk_ids[%lld] = %d: pf '%s' refuses -1 expert ids "
+                                "(rule invalid-ids-refused)", (long long)i, id[i], mk->pf_info->name);
             return moe_fail(MOE_ERR_INVALID_ARG, "topk_ids[%lld] = %d: must be in [0, E = %d)", (long long)i, id[i],
                             mk->cfg.num_experts);
+        }
     int64_t E = mk->cfg.num_experts;
     if (w->w1->ndim != 3 || w->w1->shape[0] != E || w->w1->shape[1] != mk->n1 || w->w2->ndim != 3 ||
         w->w2->shape[0] != E || w->w2->shape[2] != mk->cfg.inter)
@@ -376,8 +396,40 @@ static moe_status local_weights(const moe_mk *mk, const moe_mk_weights *w, int r
     return MOE_OK;
 }
 
+static moe_status forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
+                                const moe_tensor *topk_weights, moe_tensor *out, int async,
+                                moe_mk_between_fn between, void *user);
+
 moe_status moe_mk_forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
                                 const moe_tensor *topk_weights, moe_tensor *out)
+{
+    return forward_ranks(mk, w, x, topk_ids, topk_weights, out, 0, NULL, NULL);
+}
+
+moe_status moe_mk_forward_ranks_async(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x,
+                                      const moe_tensor *topk_ids, const moe_tensor *topk_weights, moe_tensor *out,
+                                      moe_mk_between_fn between, void *user)
+{
+    if (mk && (!mk->pf_info->async || !mk->pf->ep_prepare))
+        return moe_fail(MOE_ERR_UNSUPPORTED, "pf '%s': has no prepare_async (supports_async() is False)",
+                        mk->pf_info->name);
+    return forward_ranks(mk, w, x, topk_ids, topk_weights, out, 1, between, user);
+}
+
+/* Rows a rank's experts see: Standard, the received rows; Batched /
+ * Grouped, the sum of the counts (read on the host). */
+static int64_t rank_rows_in(const moe_mk_rank *rk)
+{
+    if (rk->prep.format == MOE_FMT_STANDARD) return rk->topk_ids.ndim ? rk->topk_ids.shape[0] : 0;
+    int64_t n = 0;
+    const int32_t *c = rk->prep.counts.data;
+    for (int l = 0; c && l < rk->prep.num_local_experts; l++) n += c[l];
+    return n;
+}
+
+static moe_status forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
+                                const moe_tensor *topk_weights, moe_tensor *out, int async,
+                                moe_mk_between_fn between, void *user)
 {
     if (!mk || !w || !x || !topk_ids || !topk_weights || !out)
         return moe_fail(MOE_ERR_NULL, "mk, weights, x, topk_ids, topk_weights, out: must not be NULL");
@@ -409,16 +461,25 @@ moe_status moe_mk_forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_t
             return st;
         return moe_mk_forward(mk, w, &xr, &ir, &wr, &outr);
     }
-    if (T == 0) return MOE_OK;
+    if (T == 0) return async && between ? between(user) : MOE_OK;
     moe_mk_rank *ranks = calloc((size_t)R, sizeof *ranks);
     if (!ranks) return moe_fail(MOE_ERR_NOMEM, "forward_ranks: rank table");
     void *state = NULL;
     moe_war_kind war = mk->ex->finalize_weight_and_reduce_impl(mk);
     if ((st = mk->pf->ep_prepare(mk, x, topk_ids, topk_weights, ranks, &state))) goto done;
+    /* prepare_async: the dispatch is issued; the caller's work runs before
+     * the receive (simulated ranks: the rows are already there) */
+    if (async && between && (st = between(user))) goto done;
     for (int r = 0; r < R && st == MOE_OK; r++) {
         moe_mk_rank *rk = &ranks[r];
-        int64_t n = rk->topk_ids.ndim ? rk->topk_ids.shape[0] : 0;
-        if (n == 0) continue; /* vLLM skips the experts and the reduce on a rank with no rows */
+        int64_t n = rank_rows_in(rk);
+        if (n == 0) continue;
+        if (rk->prep.format != MOE_FMT_STANDARD && war != MOE_WAR_DELEGATE) {
+            st = moe_fail(MOE_ERR_UNSUPPORTED, "pf '%s' x experts '%s': the combine weighs and reduces, so the "
+                          "experts' weight-and-reduce must be Delegate, not %s", mk->pf->name, mk->ex->name,
+                          moe_war_name(war));
+            break;
+        } /* vLLM skips the experts and the reduce on a rank with no rows */
         moe_mk_weights lw;
         moe_tensor v[8];
         moe_tensor fused;
@@ -427,7 +488,7 @@ moe_status moe_mk_forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_t
         if ((st = run_experts(mk, &lw, &rk->prep, &rk->topk_ids, &rk->topk_weights, n, &fused))) {
             const int32_t *id = rk->topk_ids.data;
             int64_t neg = 0;
-            for (int64_t i = 0; i < moe_tensor_numel(&rk->topk_ids); i++) neg += id[i] < 0;
+            for (int64_t i = 0; id && i < moe_tensor_numel(&rk->topk_ids); i++) neg += id[i] < 0;
             if (neg) { /* name the cause: the experts' stages refused the -1 slots */
                 char why[256];
                 snprintf(why, sizeof why, "%s", moe_last_error());
@@ -437,7 +498,8 @@ moe_status moe_mk_forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_t
             }
             break;
         }
-        st = moe_mk_finalize_standard(mk, &fused, &rk->topk_weights, war, &rk->partial);
+        if (rk->prep.format == MOE_FMT_STANDARD) st = moe_mk_finalize_standard(mk, &fused, &rk->topk_weights, war, &rk->partial);
+        else st = mk->ops->copy(&rk->partial, &fused); /* Delegate: the combine weighs */
         moe_mk_free(mk, &fused);
     }
     if (st == MOE_OK) st = mk->pf->ep_combine(mk, state, out);

@@ -171,10 +171,12 @@ START_TEST(unknown_and_unsupported)
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "zzz"));
     ck_assert_int_eq(moe_mk_create(NULL, "ref", &c, &mk, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_int_eq(moe_mk_create("noep", "ref", NULL, &mk, NULL), MOE_ERR_NULL);
-    ck_assert_int_eq(moe_mk_create("pplx", "naive_batched", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(moe_last_error(), "pplx"));
-    c.world_size = 2;
-    ck_assert_int_eq(moe_mk_create("pplx", "naive_batched", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    /* compatible, not implemented (pplx and deepep_ll are: tests/check_modular_ep2.c) */
+    moe_mk_config cb = config(MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 2);
+    ck_assert_int_eq(moe_mk_create("hybrid_ep", "grouped_contig", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "hybrid_ep"));
+    c.world_size = 2, cb.world_size = 2;
+    ck_assert_int_eq(moe_mk_create("hybrid_ep", "grouped_contig", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
     moe_compat_verdict v;
     ck_assert_int_eq(moe_mk_create("noep", "ref", &c, &mk, &v), MOE_ERR_INCOMPATIBLE);
     ck_assert_str_eq(v.fail[0]->id, "world-unsupported");

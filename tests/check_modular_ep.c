@@ -349,12 +349,11 @@ START_TEST(refusals)
     expect_rule("noep", "ref", &c, "world-unsupported");
     expect_rule("allgather_rs", "naive_batched", &c, "format-mismatch");
     moe_mk *mk = NULL;
-    /* compatible, not implemented: by name */
-    ck_assert_int_eq(moe_mk_create("pplx", "naive_batched", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(moe_last_error(), "pplx"));
-    c.hidden = 2048; /* one of DeepEP LL's hidden sizes */
-    ck_assert_int_eq(moe_mk_create("deepep_ll", "naive_batched", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(moe_last_error(), "deepep_ll"));
+    /* compatible, not implemented: by name (pplx and deepep_ll are
+     * implemented now: tests/check_modular_ep2.c) */
+    moe_mk_config cb = config(MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 2, 2);
+    ck_assert_int_eq(moe_mk_create("hybrid_ep", "grouped_contig", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "hybrid_ep"));
     /* per-tensor activation scales with R > 1 */
     c = config(MOE_SCHEME_FP8_WCHANNEL_ATENSOR, 2, 2);
     ck_assert_int_eq(moe_mk_create("allgather_rs", "ref", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);

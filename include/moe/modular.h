@@ -12,13 +12,16 @@
  *
  * Implemented types:
  *   PF       noep [NoDPEP], batched [BatchedPrepareAndFinalize] (one rank);
- *            allgather_rs [NaiveDPEP], deepep_ht [DeepEP normal] (expert
- *            parallel, simulated ranks: moe_mk_forward_ranks)
+ *            allgather_rs [NaiveDPEP], deepep_ht [DeepEP normal],
+ *            deepep_ll [DeepEP low latency], pplx [pplx-kernels] (expert
+ *            parallel, simulated ranks: moe_mk_forward_ranks; the last
+ *            three also through moe_mk_forward_ranks_async)
  *   experts  ref [torch_experts], triton_like [TritonExperts],
- *            naive_batched [NaiveBatchedExperts]
- * The other registry types (deepep_ll, pplx, hybrid_ep; permute_grouped, batched_masked, grouped_contig, ck_fused)
- * are refused with MOE_ERR_UNSUPPORTED, after the compatibility check, so
- * an incompatible pair is always refused with its rule ids first.
+ *            naive_batched [NaiveBatchedExperts], and the types of
+ *            combos/experts_*.c
+ * The other registry type (hybrid_ep) is refused with MOE_ERR_UNSUPPORTED,
+ * after the compatibility check, so an incompatible pair is always refused
+ * with its rule ids first.
  *
  * Semantics and rounding points of each type are in its source file
  * (combos/pf_*.c, combos/experts_*.c). Limits of this slice: the ops table
@@ -92,13 +95,31 @@ moe_status moe_mk_forward(moe_mk *mk, const moe_mk_weights *w, const moe_tensor 
  * the global ones, shared; rank r's experts type runs on experts
  * [r*E/R, (r+1)*E/R) (views of the weights' leading dimension) with the
  * local ids the PF hands it (-1: not this rank's expert, a zero row).
- * Implemented for the expert-parallel PFs allgather_rs and deepep_ht
+ * Implemented for the expert-parallel PFs allgather_rs, deepep_ht (Standard
+ * format) and deepep_ll, pplx (Batched format, with the batched experts)
  * (their sources say what each rank computes). With a single-rank PF and
  * R = 1 it is moe_mk_forward on the [T, H] views. moe_mk_forward on an
  * expert-parallel PF built for R = 1 runs this with one rank; for R > 1
  * moe_mk_forward is MOE_ERR_INVALID_ARG (use this entry). */
 moe_status moe_mk_forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
                                 const moe_tensor *topk_weights, moe_tensor *out);
+
+/* prepare_async (vLLM PrepareAndFinalize.prepare_async, anchors
+ * vllm_modular.md 2.2, 2.4 step 4) for the PFs the registry marks async
+ * (deepep_ht, deepep_ll, pplx): the PF issues its dispatch, then
+ * between(user) runs once -- the caller's work to overlap with the
+ * transfer, e.g. the shared experts (vLLM's hook) -- and only then are the
+ * rows received and the experts, finalize and combine run (the receiver).
+ * between may be NULL. Its non-MOE_OK status aborts the forward and is
+ * returned (out unspecified). With simulated ranks the dispatch has
+ * completed when between runs, so the result equals moe_mk_forward_ranks
+ * bit for bit; between must not touch x, topk_ids, topk_weights or out.
+ * A PF without prepare_async: MOE_ERR_UNSUPPORTED naming it (vLLM asserts
+ * supports_async()). T = 0 still calls between once. */
+typedef moe_status (*moe_mk_between_fn)(void *user);
+moe_status moe_mk_forward_ranks_async(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x,
+                                      const moe_tensor *topk_ids, const moe_tensor *topk_weights, moe_tensor *out,
+                                      moe_mk_between_fn between, void *user);
 
 /* Names of the pair (the registry rows). */
 const char *moe_mk_pf_name(const moe_mk *mk);
@@ -140,7 +161,14 @@ typedef struct {
  * -1) and partial (a view into its combine buffer: [n, H] of x's dtype);
  * the driver runs the experts on the rank's local weights and writes the
  * rank's finalize (the experts' weight-and-reduce; Delegate -> Contiguous)
- * into partial; ep_combine then makes out [R, T, H]. */
+ * into partial; ep_combine then makes out [R, T, H].
+ * Batched-format PFs (deepep_ll, pplx) leave topk_ids / topk_weights empty
+ * and make partial the rank's [L, max_tokens, H] slice of the combine
+ * input: their combine weighs and reduces (Delegate resolves to it, as
+ * vLLM's DeepEP-LL asserts), so the driver copies the experts' fused
+ * output there unweighted and refuses an experts type whose
+ * weight-and-reduce is not Delegate. A rank whose counts are all 0 skips
+ * the experts (partial stays zero). */
 typedef struct {
     moe_mk_prep prep;
     moe_tensor topk_ids, topk_weights;
@@ -187,7 +215,8 @@ struct moe_mk {
     int n1;                       /* w1 rows per expert: 2I gated, I otherwise */
 };
 
-extern const moe_mk_pf_type moe_mk_pf_noep, moe_mk_pf_batched, moe_mk_pf_allgather_rs, moe_mk_pf_deepep_ht;
+extern const moe_mk_pf_type moe_mk_pf_noep, moe_mk_pf_batched, moe_mk_pf_allgather_rs, moe_mk_pf_deepep_ht,
+    moe_mk_pf_deepep_ll, moe_mk_pf_pplx;
 extern const moe_mk_experts_type moe_mk_experts_ref, moe_mk_experts_triton_like, moe_mk_experts_naive_batched,
     moe_mk_experts_permute_grouped, moe_mk_experts_batched_masked, moe_mk_experts_grouped_contig, moe_mk_experts_ck_fused;
 
@@ -224,6 +253,10 @@ moe_status moe_mk_weigh_input(const moe_mk *mk, const moe_tensor *x, const moe_t
 /* A Standard-format finalize with weight-and-reduce kind war. */
 moe_status moe_mk_finalize_standard(const moe_mk *mk, const moe_tensor *fused, const moe_tensor *topk_weights,
                                     moe_war_kind war, moe_tensor *out);
+/* rows [0, n) of slice j of a [R, N, C] tensor, as [n, C] (EP PFs) */
+moe_status moe_mk_rank_rows(const moe_tensor *t, int j, int64_t n, moe_tensor *v);
+/* f32 [d0, d1, d2] of ones (router weights with weights on the input) */
+moe_status moe_mk_ones(const moe_mk *mk, moe_tensor *t, int64_t d0, int64_t d1, int64_t d2);
 /* Scales of rows gathered by src: a per-tensor scale is shared (a view),
  * row and group scales are gathered with their rows. */
 moe_status moe_mk_gather_scale(const moe_mk *mk, const moe_tensor *scale, const moe_tensor *src, moe_tensor *out);
