@@ -7,7 +7,8 @@
 #include "moe/modular.h"
 
 static const moe_mk_pf_type *const pf_types[] = {&moe_mk_pf_noep, &moe_mk_pf_batched, &moe_mk_pf_allgather_rs,
-                                                 &moe_mk_pf_deepep_ht, &moe_mk_pf_deepep_ll, &moe_mk_pf_pplx};
+                                                 &moe_mk_pf_deepep_ht, &moe_mk_pf_deepep_ll, &moe_mk_pf_pplx,
+                                                 &moe_mk_pf_hybrid_ep};
 static const moe_mk_experts_type *const ex_types[] = {&moe_mk_experts_ref, &moe_mk_experts_triton_like,
                                                       &moe_mk_experts_naive_batched, &moe_mk_experts_permute_grouped,
                                                       &moe_mk_experts_batched_masked, &moe_mk_experts_grouped_contig,
@@ -221,7 +222,7 @@ void moe_mk_destroy(moe_mk *mk) { free(mk); }
 static void prep_free(const moe_mk *mk, moe_mk_prep *p)
 {
     moe_mk_free(mk, &p->a1q), moe_mk_free(mk, &p->a1q_scale), moe_mk_free(mk, &p->a1q_global);
-    moe_mk_free(mk, &p->counts);
+    moe_mk_free(mk, &p->counts), moe_mk_free(mk, &p->probs);
     for (int l = 0; l < p->num_local_experts; l++) {
         if (p->ex_scale) moe_mk_free(mk, &p->ex_scale[l]);
         if (p->ex_global) moe_mk_free(mk, &p->ex_global[l]);
@@ -474,7 +475,7 @@ static moe_status forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_t
         moe_mk_rank *rk = &ranks[r];
         int64_t n = rank_rows_in(rk);
         if (n == 0) continue;
-        if (rk->prep.format != MOE_FMT_STANDARD && war != MOE_WAR_DELEGATE) {
+        if (rk->prep.format == MOE_FMT_BATCHED && war != MOE_WAR_DELEGATE) {
             st = moe_fail(MOE_ERR_UNSUPPORTED, "pf '%s' x experts '%s': the combine weighs and reduces, so the "
                           "experts' weight-and-reduce must be Delegate, not %s", mk->pf->name, mk->ex->name,
                           moe_war_name(war));
@@ -499,7 +500,8 @@ static moe_status forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_t
             break;
         }
         if (rk->prep.format == MOE_FMT_STANDARD) st = moe_mk_finalize_standard(mk, &fused, &rk->topk_weights, war, &rk->partial);
-        else st = mk->ops->copy(&rk->partial, &fused); /* Delegate: the combine weighs */
+        else st = mk->ops->copy(&rk->partial, &fused); /* Batched: Delegate, the combine weighs; Grouped: the
+                                                           experts weighed, the combine sums */
         moe_mk_free(mk, &fused);
     }
     if (st == MOE_OK) st = mk->pf->ep_combine(mk, state, out);

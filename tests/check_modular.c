@@ -171,12 +171,16 @@ START_TEST(unknown_and_unsupported)
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "zzz"));
     ck_assert_int_eq(moe_mk_create(NULL, "ref", &c, &mk, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_int_eq(moe_mk_create("noep", "ref", NULL, &mk, NULL), MOE_ERR_NULL);
-    /* compatible, not implemented (pplx and deepep_ll are: tests/check_modular_ep2.c) */
-    moe_mk_config cb = config(MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 2);
-    ck_assert_int_eq(moe_mk_create("hybrid_ep", "grouped_contig", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(moe_last_error(), "hybrid_ep"));
+    /* compatible, not implemented: NVFP4's swizzled activation scales
+     * through the kernel (every registry type is implemented now: pplx,
+     * deepep_ll in tests/check_modular_ep2.c, hybrid_ep in
+     * tests/check_modular_hep.c) */
+    moe_mk_config cb = config(MOE_SCHEME_NVFP4, 2);
+    ck_assert_int_eq(moe_mk_create("noep", "permute_grouped", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "swizzle"));
     c.world_size = 2, cb.world_size = 2;
-    ck_assert_int_eq(moe_mk_create("hybrid_ep", "grouped_contig", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_int_eq(moe_mk_create("allgather_rs", "permute_grouped", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(mk);
     moe_compat_verdict v;
     ck_assert_int_eq(moe_mk_create("noep", "ref", &c, &mk, &v), MOE_ERR_INCOMPATIBLE);
     ck_assert_str_eq(v.fail[0]->id, "world-unsupported");

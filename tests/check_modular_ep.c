@@ -349,11 +349,13 @@ START_TEST(refusals)
     expect_rule("noep", "ref", &c, "world-unsupported");
     expect_rule("allgather_rs", "naive_batched", &c, "format-mismatch");
     moe_mk *mk = NULL;
-    /* compatible, not implemented: by name (pplx and deepep_ll are
-     * implemented now: tests/check_modular_ep2.c) */
-    moe_mk_config cb = config(MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 2, 2);
-    ck_assert_int_eq(moe_mk_create("hybrid_ep", "grouped_contig", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(moe_last_error(), "hybrid_ep"));
+    /* compatible, not implemented (every registry type is implemented
+     * now: pplx, deepep_ll in tests/check_modular_ep2.c, hybrid_ep in
+     * tests/check_modular_hep.c): NVFP4's swizzled activation scales */
+    moe_mk_config cb = config(MOE_SCHEME_NVFP4, 2, 2);
+    ck_assert_int_eq(moe_mk_create("allgather_rs", "permute_grouped", &cb, &mk, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "swizzle"));
+    ck_assert_ptr_null(mk);
     /* per-tensor activation scales with R > 1 */
     c = config(MOE_SCHEME_FP8_WCHANNEL_ATENSOR, 2, 2);
     ck_assert_int_eq(moe_mk_create("allgather_rs", "ref", &c, &mk, NULL), MOE_ERR_UNSUPPORTED);

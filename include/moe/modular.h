@@ -13,15 +13,16 @@
  * Implemented types:
  *   PF       noep [NoDPEP], batched [BatchedPrepareAndFinalize] (one rank);
  *            allgather_rs [NaiveDPEP], deepep_ht [DeepEP normal],
- *            deepep_ll [DeepEP low latency], pplx [pplx-kernels] (expert
+ *            deepep_ll [DeepEP low latency], pplx [pplx-kernels],
+ *            hybrid_ep [DeepEP Hybrid-EP dispatch_with_permute] (expert
  *            parallel, simulated ranks: moe_mk_forward_ranks; the last
- *            three also through moe_mk_forward_ranks_async)
+ *            four also through moe_mk_forward_ranks_async)
  *   experts  ref [torch_experts], triton_like [TritonExperts],
  *            naive_batched [NaiveBatchedExperts], and the types of
  *            combos/experts_*.c
- * The other registry type (hybrid_ep) is refused with MOE_ERR_UNSUPPORTED,
- * after the compatibility check, so an incompatible pair is always refused
- * with its rule ids first.
+ * Every registry type is implemented; the compatibility check runs first,
+ * so an incompatible pair is always refused with its rule ids, and the
+ * slice limits below are MOE_ERR_UNSUPPORTED after it.
  *
  * Semantics and rounding points of each type are in its source file
  * (combos/pf_*.c, combos/experts_*.c). Limits of this slice: the ops table
@@ -96,8 +97,9 @@ moe_status moe_mk_forward(moe_mk *mk, const moe_mk_weights *w, const moe_tensor 
  * [r*E/R, (r+1)*E/R) (views of the weights' leading dimension) with the
  * local ids the PF hands it (-1: not this rank's expert, a zero row).
  * Implemented for the expert-parallel PFs allgather_rs, deepep_ht (Standard
- * format) and deepep_ll, pplx (Batched format, with the batched experts)
- * (their sources say what each rank computes). With a single-rank PF and
+ * format), deepep_ll, pplx (Batched format, with the batched experts) and
+ * hybrid_ep (Grouped format, with grouped_contig) (their sources say what
+ * each rank computes). With a single-rank PF and
  * R = 1 it is moe_mk_forward on the [T, H] views. moe_mk_forward on an
  * expert-parallel PF built for R = 1 runs this with one rank; for R > 1
  * moe_mk_forward is MOE_ERR_INVALID_ARG (use this entry). */
@@ -106,7 +108,7 @@ moe_status moe_mk_forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_t
 
 /* prepare_async (vLLM PrepareAndFinalize.prepare_async, anchors
  * vllm_modular.md 2.2, 2.4 step 4) for the PFs the registry marks async
- * (deepep_ht, deepep_ll, pplx): the PF issues its dispatch, then
+ * (deepep_ht, deepep_ll, pplx, hybrid_ep): the PF issues its dispatch, then
  * between(user) runs once -- the caller's work to overlap with the
  * transfer, e.g. the shared experts (vLLM's hook) -- and only then are the
  * rows received and the experts, finalize and combine run (the receiver).
@@ -137,8 +139,18 @@ typedef struct {
      * of expert l's count[l] rows (quantized per expert sub-batch). */
     moe_tensor a1q, a1q_scale, a1q_global;
     moe_tensor *ex_scale, *ex_global; /* BATCHED: L entries each, or NULL */
-    moe_tensor counts;            /* BATCHED: int32 [L] expert_num_tokens */
+    moe_tensor counts;            /* BATCHED: int32 [L] expert_num_tokens;
+                                     GROUPED: int32 [L] real rows per expert */
     int num_local_experts, max_tokens;
+    /* GROUPED (hybrid_ep): a1q [N, H] expert-major rows, local expert l's
+     * counts[l] rows from offset sum over j < l of
+     * ceil(counts[j] / pad_multiple) * pad_multiple, each expert followed
+     * by zero pad rows up to its padded count, N = the padded total;
+     * a1q_scale [N, S] with them (pads 0.0f); probs f32 [N]: the router
+     * prob of each row's (token, expert), 0.0f for pads. The experts apply
+     * the probs themselves (the combine sums unweighted). */
+    moe_tensor probs;
+    int pad_multiple;
 } moe_mk_prep;
 
 /* One workspace's element type and shape. ndim 0 = not needed. */
@@ -167,8 +179,13 @@ typedef struct {
  * input: their combine weighs and reduces (Delegate resolves to it, as
  * vLLM's DeepEP-LL asserts), so the driver copies the experts' fused
  * output there unweighted and refuses an experts type whose
- * weight-and-reduce is not Delegate. A rank whose counts are all 0 skips
- * the experts (partial stays zero). */
+ * weight-and-reduce is not Delegate. The Grouped-format PF (hybrid_ep)
+ * also leaves them empty and makes partial its rank's [N, H] rows of the
+ * combine input: the experts weigh each row by its prob, the combine sums
+ * unweighted, so the driver copies the experts' [N, H] output there
+ * whatever their weight-and-reduce kind (it has no (token, slot) rows to
+ * apply). A rank whose counts are all 0 skips the experts (partial stays
+ * zero). */
 typedef struct {
     moe_mk_prep prep;
     moe_tensor topk_ids, topk_weights;
@@ -216,7 +233,7 @@ struct moe_mk {
 };
 
 extern const moe_mk_pf_type moe_mk_pf_noep, moe_mk_pf_batched, moe_mk_pf_allgather_rs, moe_mk_pf_deepep_ht,
-    moe_mk_pf_deepep_ll, moe_mk_pf_pplx;
+    moe_mk_pf_deepep_ll, moe_mk_pf_pplx, moe_mk_pf_hybrid_ep;
 extern const moe_mk_experts_type moe_mk_experts_ref, moe_mk_experts_triton_like, moe_mk_experts_naive_batched,
     moe_mk_experts_permute_grouped, moe_mk_experts_batched_masked, moe_mk_experts_grouped_contig, moe_mk_experts_ck_fused;
 
