@@ -4,7 +4,11 @@
  *      skip-empty, all experts local): (token, slot) pairs grouped by
  *      expert ascending, tokens ascending, each expert padded to a tile
  *      with the sentinel (weight 0); the router weights travel with them
- *      (sorted_weights);
+ *      (sorted_weights). -1 ids (slots of experts on other ranks) go
+ *      through CK's local_expert_mask: a -1 in slot j is read as expert
+ *      E + j of E + k (distinct within a row), masked off, so the pair
+ *      takes no entry and its (token, slot) row stays a zero row (the
+ *      unpermute writes zeros), adding exactly 0 in step 5;
  *   2. sorted rows: entry i takes token (id & 0xFFFFFF)'s quantized row
  *      (ops->permute_rows, sentinels -> zero rows) with its tile's expert
  *      (sentinels -> -1: zero rows);
@@ -69,18 +73,37 @@ static moe_status ck_apply(const moe_mk *mk, const moe_mk_apply_args *a)
     int64_t I = mk->cfg.inter, N1 = mk->n1, E = mk->cfg.num_experts, cap, tiles, two = 2;
     moe_dtype xd = pp->x_dtype;
     int woi = mk->cfg.weights_on_input;
-    moe_status st = moe_sort_ck_capacity(m, (int)k, (int)E, CK_UNIT, MOE_SORT_CK_PAD_UPDATED, &cap, &tiles);
-    if (st != MOE_OK) return st;
     moe_sort_ck_params sp = {(int)E, CK_UNIT, MOE_SORT_CK_MOCK_ID, MOE_SORT_CK_SKIP_EMPTY, NULL};
-    moe_tensor sid, swt, seid, ntp, tsrc, tdst, tre, ag, sg, h1, h2, q, s, g, yg, wv, z, zf;
+    moe_tensor sid, swt, seid, ntp, tsrc, tdst, tre, ag, sg, h1, h2, q, s, g, yg, wv, z, zf, mids, mask;
     moe_tensor *all[] = {&sid, &swt, &seid, &ntp, &tsrc, &tdst, &tre, &ag, &sg,
-                         &h1, &h2, &q, &s, &g, &yg, &wv, &z, &zf};
+                         &h1, &h2, &q, &s, &g, &yg, &wv, &z, &zf, &mids, &mask};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) memset(all[i], 0, sizeof(moe_tensor));
     int32_t *idx = NULL;
+    const moe_tensor *sort_ids = a->topk_ids;
+    const int32_t *tid = a->topk_ids->data;
+    int64_t nneg = 0;
+    moe_status st = MOE_OK;
+    for (int64_t i = 0; i < P; i++) nneg += tid[i] < 0;
+    if (nneg) { /* -1 slots (experts on other ranks): CK's local_expert_mask -- ids over E + k experts, a
+                   -1 in slot j -> E + j (distinct per row, as moe-sorting needs), masked off, so those
+                   pairs take no entry; their (token, slot) rows stay zero rows */
+        int32_t *v = malloc(sizeof(int32_t) * (size_t)(P + E + k));
+        if (!v) return moe_fail(MOE_ERR_NOMEM, "ck_fused: local expert mask");
+        for (int64_t i = 0; i < P; i++) v[i] = tid[i] < 0 ? (int32_t)(E + i % k) : tid[i];
+        for (int64_t e = 0; e < E + k; e++) v[P + e] = e < E;
+        st = moe_mk_index2(mk, &mids, v, m, k);
+        if (st == MOE_OK) st = moe_mk_index(mk, &mask, v + P, E + k);
+        free(v);
+        if (st != MOE_OK) goto done;
+        sp.num_experts = (int)(E + k), sp.local_expert_mask = &mask;
+        sort_ids = &mids;
+    }
+    if ((st = moe_sort_ck_capacity(m, (int)k, sp.num_experts, CK_UNIT, MOE_SORT_CK_PAD_UPDATED, &cap, &tiles)))
+        goto done;
     /* 1. sort */
     if ((st = moe_mk_alloc(mk, &sid, MOE_I32, 1, &cap)) || (st = moe_mk_alloc(mk, &swt, MOE_F32, 1, &cap)) ||
         (st = moe_mk_alloc(mk, &seid, MOE_I32, 1, &tiles)) || (st = moe_mk_alloc(mk, &ntp, MOE_I32, 1, &two)) ||
-        (st = mk->ops->sort_ck(a->topk_ids, a->topk_weights, &sp, &sid, &swt, &seid, &ntp)))
+        (st = mk->ops->sort_ck(sort_ids, a->topk_weights, &sp, &sid, &swt, &seid, &ntp)))
         goto done;
     /* 2. sorted-row indices over the used region */
     int64_t U = ((const int32_t *)ntp.data)[0], valid = 0;
@@ -99,9 +122,9 @@ static moe_status ck_apply(const moe_mk *mk, const moe_mk_apply_args *a)
         rx[i] = ok ? te[i / CK_UNIT] : -1;
         valid += ok;
     }
-    if (valid != P) {
+    if (valid != P - nneg) {
         st = moe_fail(MOE_ERR_INTERNAL, "ck_fused: sorting kept %lld of %lld (token, slot) pairs", (long long)valid,
-                      (long long)P);
+                      (long long)(P - nneg));
         goto done;
     }
     if ((st = moe_mk_index(mk, &tsrc, src, U)) || (st = moe_mk_index(mk, &tdst, dst, U)) ||

@@ -6,7 +6,10 @@
  *      local experts ascending, each expert's (token, slot) pairs in
  *      ascending flat index t*k + j, zero pad rows to a multiple of 128;
  *      per-row / per-group activation scales are gathered with their rows
- *      (pads: zero scale rows), a per-tensor scale is shared;
+ *      (pads: zero scale rows), a per-tensor scale is shared. -1 ids
+ *      (slots of experts on other ranks) are outside the local range and
+ *      take no row (as DeepGEMM contiguous layouts leave -1 rows out); the
+ *      unpermute leaves their (token, slot) rows zero, adding exactly 0;
  *   2. GEMM1 (ops->grouped_gemm, row expert e for the count[e] rows from
  *      offsets[e], -1 for pads: zero rows) to x's dtype;
  *   3. ops->activation, requantization once over all padded rows (the
@@ -163,9 +166,12 @@ static moe_status gc_apply(const moe_mk *mk, const moe_mk_apply_args *a)
         for (int64_t r = of[e]; r < of[e] + cn[e]; r++) re[r] = (int32_t)e;
         valid += cn[e];
     }
-    if (valid != P) {
-        st = moe_fail(MOE_ERR_INVALID_ARG, "topk_ids: %lld of %lld (token, slot) pairs name an expert in [0, E = %lld)",
-                      (long long)valid, (long long)P, (long long)E);
+    const int32_t *tid = a->topk_ids->data;
+    int64_t nneg = 0;
+    for (int64_t i = 0; i < P; i++) nneg += tid[i] < 0;
+    if (valid != P - nneg) { /* -1 (another rank's expert) takes no row; any other id must be local */
+        st = moe_fail(MOE_ERR_INVALID_ARG, "topk_ids: %lld of %lld (token, slot) pairs that are not -1 name an "
+                      "expert in [0, E = %lld)", (long long)valid, (long long)(P - nneg), (long long)E);
         goto done;
     }
     /* only the used rows [0, of[E]) go through the GEMMs */

@@ -5,7 +5,10 @@
  *      (m, k, E) (fused single block when m <= 256 and k in {1,2,4,6,8},
  *      else three-step; the two agree on every local row when a token
  *      never picks an expert twice, 1.4): permuted rows grouped by expert
- *      ascending, token ascending; expanded rows are k-major u = j*m + t;
+ *      ascending, token ascending; expanded rows are k-major u = j*m + t.
+ *      -1 ids (slots of experts on other ranks) are non-local in the maps
+ *      (1.1): they take no row below num_valid = offset[E]; the rows from
+ *      there are zero rows (row expert -1) and finalize skips the slots;
  *   2. ops->expand_trtllm: permuted row p takes token u % m's quantized row
  *      (unfused finalize: no permuted router scales); per-row / per-group
  *      activation scales are gathered with their rows (ops->permute_rows),
@@ -78,12 +81,16 @@ static moe_status pg_apply(const moe_mk *mk, const moe_mk_apply_args *a)
         (st = mk->ops->maps_trtllm(a->topk_ids, &mp, &p2u, &u2p, &off, &pte)))
         goto done;
     const int64_t *of = off.data;
-    if (of[E] != P) { /* every id must be local on one rank: nothing may drop out */
-        st = moe_fail(MOE_ERR_INVALID_ARG, "topk_ids: %lld of %lld (token, slot) pairs name an expert in [0, E = %lld)",
-                      (long long)of[E], (long long)P, (long long)E);
+    const int32_t *tid = a->topk_ids->data;
+    int64_t nneg = 0;
+    for (int64_t i = 0; i < P; i++) nneg += tid[i] < 0;
+    if (of[E] != P - nneg) { /* -1 (another rank's expert) is non-local; any other id must be local */
+        st = moe_fail(MOE_ERR_INVALID_ARG, "topk_ids: %lld of %lld (token, slot) pairs that are not -1 name an "
+                      "expert in [0, E = %lld)", (long long)of[E], (long long)(P - nneg), (long long)E);
         goto done;
     }
     const int32_t *pu = p2u.data;
+    for (int64_t p = of[E]; p < P; p++) re[p] = -1, src[p] = -1; /* non-local rows: zero rows */
     for (int64_t e = 0; e < E; e++)
         for (int64_t p = of[e]; p < of[e + 1]; p++) re[p] = (int32_t)e, src[p] = (int32_t)(pu[p] % m);
     /* 2. expand, scales with their rows */

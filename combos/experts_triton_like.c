@@ -1,7 +1,13 @@
 /* triton_like experts [vLLM TritonExperts, anchors vllm_modular.md 2.8],
  * Standard format, WAR NoOp (it weights and reduces itself):
  *   1. ops->align_block_size (block 16, all experts local): sorted flat
- *      indices t*k + j per expert, padded per block (pad = m*k);
+ *      indices t*k + j per expert, padded per block (pad = m*k). -1 ids
+ *      (slots of experts on other ranks, from the expert-parallel PFs) go
+ *      through vLLM's expert map with ignore_invalid_experts: the ids are
+ *      read over E + 1 experts with -1 -> E, the map [E + 1] sends E to -1,
+ *      so those pairs take no slot; their flat rows stay zero rows (GEMM,
+ *      activation and unpermute write zeros for them) and add exactly 0
+ *      to the sum;
  *   2. gathered rows: position q of the used region takes token
  *      sorted[q] / k's quantized row (ops->permute_rows, pads -> zero
  *      rows), its expert from expert_ids[q / 16];
@@ -54,19 +60,37 @@ static moe_status tl_apply(const moe_mk *mk, const moe_mk_apply_args *a)
     int64_t I = mk->cfg.inter, N1 = mk->n1;
     moe_dtype xd = pp->x_dtype;
     int woi = mk->cfg.weights_on_input;
-    moe_align_params ap = {TL_BLOCK, mk->cfg.num_experts, NULL, MOE_ALIGN_MAP_KEEP_NONLOCAL, 0};
-    int64_t S, B;
-    moe_status st = moe_align_capacity(P, &ap, &S, &B);
-    if (st != MOE_OK) return st;
-    moe_tensor sorted, eids, ntp, tsrc, tdst, trx, tre, ag, sg, h1g, h1, h2, q, s, g, qg, sg2, yg, y, z, wv;
+    int E = mk->cfg.num_experts;
+    moe_align_params ap = {TL_BLOCK, E, NULL, MOE_ALIGN_MAP_KEEP_NONLOCAL, 0};
+    moe_tensor sorted, eids, ntp, tsrc, tdst, trx, tre, ag, sg, h1g, h1, h2, q, s, g, qg, sg2, yg, y, z, wv, mids, emap;
     moe_tensor *all[] = {&sorted, &eids, &ntp, &tsrc, &tdst, &trx, &tre, &ag, &sg, &h1g, &h1,
-                         &h2, &q, &s, &g, &qg, &sg2, &yg, &y, &z, &wv};
+                         &h2, &q, &s, &g, &qg, &sg2, &yg, &y, &z, &wv, &mids, &emap};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) memset(all[i], 0, sizeof(moe_tensor));
     int32_t *idx = NULL;
+    const moe_tensor *align_ids = a->topk_ids;
+    const int32_t *tid = a->topk_ids->data;
+    int64_t S, B, nneg = 0;
+    moe_status st = MOE_OK;
+    for (int64_t i = 0; i < P; i++) nneg += tid[i] < 0;
+    if (nneg) { /* -1 slots (experts on other ranks): vLLM's expert map with ignore_invalid_experts -- ids
+                   over E + 1 "global" experts, -1 -> E, the map sends E to -1, so those pairs take no
+                   slot; every row they would fill stays a zero row */
+        int32_t *v = malloc(sizeof(int32_t) * (size_t)(P + E + 1));
+        if (!v) return moe_fail(MOE_ERR_NOMEM, "triton_like: expert map");
+        for (int64_t i = 0; i < P; i++) v[i] = tid[i] < 0 ? E : tid[i];
+        for (int e = 0; e <= E; e++) v[P + e] = e < E ? e : -1;
+        st = moe_mk_index2(mk, &mids, v, m, k);
+        if (st == MOE_OK) st = moe_mk_index(mk, &emap, v + P, E + 1);
+        free(v);
+        if (st != MOE_OK) goto done;
+        ap.num_experts = E + 1, ap.expert_map = &emap, ap.map_mode = MOE_ALIGN_MAP_IGNORE_INVALID;
+        align_ids = &mids;
+    }
+    if ((st = moe_align_capacity(P, &ap, &S, &B))) goto done;
     /* 1. align */
     if ((st = moe_mk_alloc(mk, &sorted, MOE_I32, 1, &S)) || (st = moe_mk_alloc(mk, &eids, MOE_I32, 1, &B)) ||
         (st = moe_mk_alloc(mk, &ntp, MOE_I32, 1, (int64_t[1]){1})) ||
-        (st = mk->ops->align_block_size(a->topk_ids, &ap, &sorted, &eids, &ntp)))
+        (st = mk->ops->align_block_size(align_ids, &ap, &sorted, &eids, &ntp)))
         goto done;
     /* 2. gathered-row indices over the used region */
     int64_t U = ((const int32_t *)ntp.data)[0];

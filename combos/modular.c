@@ -428,6 +428,17 @@ static int64_t rank_rows_in(const moe_mk_rank *rk)
     return n;
 }
 
+/* Standard-format experts types that take the -1 ids of non-local slots
+ * (zero contribution): triton_like (vLLM's expert map, ignore-invalid
+ * align), permute_grouped (TRT-LLM maps: non-local rows, finalize skips
+ * them), ck_fused (CK's local_expert_mask), grouped_contig (-1 rows take
+ * no slot of the contiguous layout). */
+static int takes_nonlocal_ids(const moe_mk_experts_type *ex)
+{
+    return ex == &moe_mk_experts_triton_like || ex == &moe_mk_experts_permute_grouped ||
+           ex == &moe_mk_experts_ck_fused || ex == &moe_mk_experts_grouped_contig;
+}
+
 static moe_status forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_tensor *x, const moe_tensor *topk_ids,
                                 const moe_tensor *topk_weights, moe_tensor *out, int async,
                                 moe_mk_between_fn between, void *user)
@@ -490,7 +501,8 @@ static moe_status forward_ranks(moe_mk *mk, const moe_mk_weights *w, const moe_t
             const int32_t *id = rk->topk_ids.data;
             int64_t neg = 0;
             for (int64_t i = 0; id && i < moe_tensor_numel(&rk->topk_ids); i++) neg += id[i] < 0;
-            if (neg) { /* name the cause: the experts' stages refused the -1 slots */
+            if (neg && !takes_nonlocal_ids(mk->ex)) { /* name the cause: the experts' stages refused the -1
+                                                        slots (the types that take them fail for real) */
                 char why[256];
                 snprintf(why, sizeof why, "%s", moe_last_error());
                 st = moe_fail(MOE_ERR_UNSUPPORTED, "pf '%s' x experts '%s', rank %d: the experts cannot take the "

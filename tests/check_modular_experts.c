@@ -507,8 +507,10 @@ START_TEST(argument_errors)
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "grouped"));
     bad = tt_new(MOE_I32, 2, M, 2, 0);
     memcpy(bad.data, p.ids.data, bad.nbytes);
-    ((int32_t *)bad.data)[5] = -1;
+    ((int32_t *)bad.data)[5] = E; /* -1 is a non-local slot (taken, zero); E is out of range */
     ck_assert_int_ne(direct_apply(mk, &p, &bad, NULL), MOE_OK);
+    ((int32_t *)bad.data)[5] = -1; /* another rank's expert: takes no row */
+    ck_assert_msg(direct_apply(mk, &p, &bad, NULL) == MOE_OK, "%s", moe_last_error());
     moe_mk_destroy(mk);
     moe_tensor_free(&bad);
     /* batched_masked: a Standard prep; max_tokens too small (the scatter refuses) */

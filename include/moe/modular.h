@@ -29,7 +29,12 @@
  * must be a host backend (index bookkeeping reads topk_ids and counts on
  * the host), activation scales must be in a linear layout (NVFP4's
  * 128x4-swizzled scales are MOE_ERR_UNSUPPORTED), dynamic activation scales
- * only (no static a1/a2 scales), no expert map. */
+ * only (no static a1/a2 scales). -1 top-k ids (slots of experts on other
+ * ranks, handed by the expert-parallel PFs) contribute exactly zero in
+ * triton_like (expert map, ignore-invalid align), permute_grouped (TRT-LLM
+ * maps: non-local rows, finalize skips them), ck_fused (local expert mask)
+ * and grouped_contig (-1 rows take no slot); other Standard types that
+ * cannot take them are MOE_ERR_UNSUPPORTED naming the -1 ids. */
 #ifndef MOE_MODULAR_H
 #define MOE_MODULAR_H
 
