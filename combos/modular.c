@@ -527,3 +527,36 @@ done:
     if (mk->pf->ep_release) mk->pf->ep_release(mk, state);
     return st;
 }
+
+moe_status moe_mk_batched_rank_views(moe_mk_rank *ranks, int R, int64_t El, int64_t rows, int64_t H,
+                                     moe_dtype x_dtype, const moe_tensor *rx, const moe_tensor *cnt_t,
+                                     const moe_tensor *rs, int64_t S, const moe_tensor *y, const char *who)
+{
+    moe_status st;
+    const int32_t *cnt = cnt_t->data;
+    for (int j = 0; j < R; j++) {
+        moe_mk_prep *pp = &ranks[j].prep;
+        pp->format = MOE_FMT_BATCHED, pp->x_dtype = x_dtype;
+        pp->num_local_experts = (int)El, pp->max_tokens = (int)rows;
+        moe_tensor v;
+        if ((st = moe_mk_rows(rx, j, 1, &v)) ||
+            (st = moe_mk_view(&v, 0, rx->dtype, 3, (int64_t[3]){El, rows, H}, &pp->a1q)) ||
+            (st = moe_mk_rows(y, j, 1, &v)) ||
+            (st = moe_mk_view(&v, 0, x_dtype, 3, (int64_t[3]){El, rows, H}, &ranks[j].partial)) ||
+            (st = moe_mk_rows(cnt_t, j, 1, &v)) ||
+            (st = moe_mk_view(&v, 0, MOE_I32, 1, (int64_t[1]){El}, &pp->counts)))
+            return st;
+        if (!rs || !S) continue;
+        pp->ex_scale = calloc((size_t)El, sizeof(moe_tensor));
+        if (!pp->ex_scale) return moe_fail(MOE_ERR_NOMEM, "%s: scale lists", who);
+        for (int64_t l = 0; l < El; l++) {
+            int64_t n = cnt[j * El + l];
+            if (n == 0) continue;
+            if ((st = moe_mk_rows(rs, j, 1, &v)) ||
+                (st = moe_mk_view(&v, (size_t)l * (size_t)(rows * S) * sizeof(float), MOE_F32, 2,
+                                  (int64_t[2]){n, S}, &pp->ex_scale[l])))
+                return st;
+        }
+    }
+    return MOE_OK;
+}

@@ -107,32 +107,7 @@ static moe_status pplx_prepare(const moe_mk *mk, const moe_tensor *x, const moe_
         return st;
     moe_pplx_recv rv = {&s->rx, S ? &s->rs : NULL, &s->cnt, &s->src};
     if ((st = mk->ops->pplx_dispatch(&s->cfg, xs, S ? &s->ss : NULL, topk_ids, &rv))) return st;
-    const int32_t *cnt = s->cnt.data;
-    for (int j = 0; j < R; j++) {
-        moe_mk_prep *pp = &ranks[j].prep;
-        pp->format = MOE_FMT_BATCHED, pp->x_dtype = x->dtype;
-        pp->num_local_experts = El, pp->max_tokens = (int)rows;
-        moe_tensor v;
-        if ((st = moe_mk_rows(&s->rx, j, 1, &v)) ||
-            (st = moe_mk_view(&v, 0, sd, 3, (int64_t[3]){El, rows, H}, &pp->a1q)) ||
-            (st = moe_mk_rows(&s->y, j, 1, &v)) ||
-            (st = moe_mk_view(&v, 0, x->dtype, 3, (int64_t[3]){El, rows, H}, &ranks[j].partial)) ||
-            (st = moe_mk_rows(&s->cnt, j, 1, &v)) ||
-            (st = moe_mk_view(&v, 0, MOE_I32, 1, (int64_t[1]){El}, &pp->counts)))
-            return st;
-        if (!S) continue;
-        pp->ex_scale = calloc((size_t)El, sizeof(moe_tensor));
-        if (!pp->ex_scale) return moe_fail(MOE_ERR_NOMEM, "pplx: scale lists");
-        for (int l = 0; l < El; l++) {
-            int64_t n = cnt[j * El + l];
-            if (n == 0) continue;
-            if ((st = moe_mk_rows(&s->rs, j, 1, &v)) ||
-                (st = moe_mk_view(&v, (size_t)l * (size_t)(rows * S) * sizeof(float), MOE_F32, 2,
-                                  (int64_t[2]){n, S}, &pp->ex_scale[l])))
-                return st;
-        }
-    }
-    return MOE_OK;
+    return moe_mk_batched_rank_views(ranks, R, El, rows, H, x->dtype, &s->rx, &s->cnt, S ? &s->rs : NULL, S, &s->y, "pplx");
 }
 
 static moe_status pplx_combine(const moe_mk *mk, void *p, moe_tensor *out)

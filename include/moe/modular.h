@@ -277,6 +277,14 @@ moe_status moe_mk_finalize_standard(const moe_mk *mk, const moe_tensor *fused, c
                                     moe_war_kind war, moe_tensor *out);
 /* rows [0, n) of slice j of a [R, N, C] tensor, as [n, C] (EP PFs) */
 moe_status moe_mk_rank_rows(const moe_tensor *t, int j, int64_t n, moe_tensor *v);
+/* Per-rank views of a Batched-format receive buffer ([R, E_loc, rows, H]
+ * rows, [R, E_loc] counts, optional [R, E_loc, rows, S] f32 scales) and
+ * of the combine buffer y: fills each rank's prep (rows, counts, each
+ * non-empty expert's [n, S] scales) and partial. `who` names the PF. */
+moe_status moe_mk_batched_rank_views(moe_mk_rank *ranks, int R, int64_t El, int64_t rows, int64_t H,
+                                     moe_dtype x_dtype, const moe_tensor *rx, const moe_tensor *cnt,
+                                     const moe_tensor *rs, int64_t S, const moe_tensor *y, const char *who);
+
 /* f32 [d0, d1, d2] of ones (router weights with weights on the input) */
 moe_status moe_mk_ones(const moe_mk *mk, moe_tensor *t, int64_t d0, int64_t d1, int64_t d2);
 /* Scales of rows gathered by src: a per-tensor scale is shared (a view),
