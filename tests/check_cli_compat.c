@@ -5,34 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli_run.h"
 #include "moe/cli.h"
 
-static char out_buf[1 << 16], err_buf[4096];
-
 /* Runs moe-compat with a space-separated argument string. */
-static int run(const char *args)
-{
-    char copy[1024];
-    char *argv[64];
-    int argc = 0;
-    snprintf(copy, sizeof copy, "%s", args);
-    argv[argc++] = "moe-compat";
-    for (char *tok = strtok(copy, " "); tok && argc < 63; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    argv[argc] = NULL;
-    FILE *o = tmpfile(), *e = tmpfile();
-    int rc = moe_cli_compat(argc, argv, o, e);
-    rewind(o);
-    rewind(e);
-    size_t n = fread(out_buf, 1, sizeof out_buf - 1, o);
-    out_buf[n] = '\0';
-    n = fread(err_buf, 1, sizeof err_buf - 1, e);
-    err_buf[n] = '\0';
-    fclose(o);
-    fclose(e);
-    return rc;
-}
-
-#define HAS(buf, s) ck_assert_msg(strstr(buf, s) != NULL, "'%s' not in: %s", s, buf)
+static int run(const char *args) { return cli_run(moe_cli_compat, "moe-compat", args); }
 
 /* One JSON document: one line, braces balanced outside strings. */
 static void one_json(void)

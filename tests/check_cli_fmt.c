@@ -4,34 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "cli_run.h"
 #include "moe/cli.h"
 
-static char out_buf[1 << 16], err_buf[4096];
-
 /* Runs moe-fmt with a space-separated argument string. */
-static int run(const char *args)
-{
-    char copy[512];
-    char *argv[16];
-    int argc = 0;
-    snprintf(copy, sizeof copy, "%s", args);
-    argv[argc++] = "moe-fmt";
-    for (char *tok = strtok(copy, " "); tok && argc < 15; tok = strtok(NULL, " ")) argv[argc++] = tok;
-    argv[argc] = NULL;
-    FILE *o = tmpfile(), *e = tmpfile();
-    int rc = moe_cli_fmt(argc, argv, o, e);
-    rewind(o);
-    rewind(e);
-    size_t n = fread(out_buf, 1, sizeof out_buf - 1, o);
-    out_buf[n] = '\0';
-    n = fread(err_buf, 1, sizeof err_buf - 1, e);
-    err_buf[n] = '\0';
-    fclose(o);
-    fclose(e);
-    return rc;
-}
-
-#define HAS(buf, s) ck_assert_msg(strstr(buf, s) != NULL, "'%s' not in: %s", s, buf)
+static int run(const char *args) { return cli_run(moe_cli_fmt, "moe-fmt", args); }
 
 /* (arguments, substrings the JSON answer must contain) */
 static const struct { const char *args, *code, *flags; } boundary[] = {

@@ -16,110 +16,26 @@
 #include "moe/forward.h"
 #include "moe/modular.h"
 #include "moe/rng.h"
+#include "mk_fixture.h"
 #include "test_tensors.h"
 
 /* H: one of DeepEP LL's compiled hidden sizes (rule hidden-size-unsupported) */
 enum { T = 4, H = 2048, I = 128, E = 8, KMAX = 3, GRP = 128 };
 
-typedef struct {
-    moe_scheme sc;
-    moe_dtype xd;
-    int k, G;
-    moe_tensor x, ids, w, q1, s1, g1, q2, s2, g2;
-    moe_mk_weights mw;
-} prob;
+typedef mkf_prob prob;
+typedef mkf_views views;
 
-/* matched: every 128-channel group of x gets amax 1.75 = 448 * 2^-8 (the
- * others clamped to |x| <= 1.5), where the LL cast and the scheme's
- * per-128 rule give the same bytes and scales (checked in cast_agreement) */
+/* matched: mkf_matched_groups, where the LL cast and the scheme's per-128
+ * rule give the same bytes and scales (checked in cast_agreement) */
 static void make(prob *p, moe_scheme sc, int k, int G, uint64_t seed, int matched)
 {
-    memset(p, 0, sizeof *p);
-    p->sc = sc, p->k = k, p->G = G;
-    moe_quant_spec ws, as;
-    ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_WEIGHT, &ws), MOE_OK);
-    ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_ACT, &as), MOE_OK);
-    p->xd = as.gran == MOE_GRAN_NONE ? as.elem : MOE_BF16;
-    p->x = tt_new(p->xd, 2, G, H, 0);
-    float *f = malloc(sizeof(float) * (size_t)(G * H + 1));
-    moe_rng_fill_normal(f, (size_t)(G * H), seed, 1, 0, 0.0f, 1.0f);
-    if (matched)
-        for (int g = 0; g < G * H / GRP; g++) {
-            float *v = f + (size_t)g * GRP;
-            int im = 0;
-            for (int i = 0; i < GRP; i++) {
-                if (fabsf(v[i]) > fabsf(v[im])) im = i;
-                if (v[i] > 1.5f) v[i] = 1.5f;
-                if (v[i] < -1.5f) v[i] = -1.5f;
-            }
-            v[im] = v[im] < 0 ? -1.75f : 1.75f;
-        }
-    if (p->xd == MOE_F32) memcpy(p->x.data, f, p->x.nbytes);
-    else moe_encode_array(p->xd, f, (size_t)(G * H), MOE_POLICY_IEEE_RNE, p->x.data, NULL);
-    free(f);
-    int64_t sh1[3] = {E, 2 * I, H}, sh2[3] = {E, H, I};
-    moe_tensor f1 = tt_new(MOE_F32, 3, E, 2 * I, H), f2 = tt_new(MOE_F32, 3, E, H, I);
-    moe_rng_fill_normal(f1.data, (size_t)moe_tensor_numel(&f1), seed, 2, 0, 0.0f, 0.05f);
-    moe_rng_fill_normal(f2.data, (size_t)moe_tensor_numel(&f2), seed, 3, 0, 0.0f, 0.05f);
-    ck_assert_int_eq(moe_quant_alloc(&ws, 3, sh1, &p->q1, &p->s1, &p->g1), MOE_OK);
-    ck_assert_int_eq(moe_quant_alloc(&ws, 3, sh2, &p->q2, &p->s2, &p->g2), MOE_OK);
-    ck_assert_int_eq(moe_ref_quantize(&ws, &f1, NULL, &p->q1, ws.gran ? &p->s1 : NULL,
-                                      ws.use_global_scale ? &p->g1 : NULL), MOE_OK);
-    ck_assert_int_eq(moe_ref_quantize(&ws, &f2, NULL, &p->q2, ws.gran ? &p->s2 : NULL,
-                                      ws.use_global_scale ? &p->g2 : NULL), MOE_OK);
-    moe_tensor_free(&f1), moe_tensor_free(&f2);
-    p->mw.w1 = &p->q1, p->mw.w1_scale = ws.gran ? &p->s1 : NULL, p->mw.w1_global = ws.use_global_scale ? &p->g1 : NULL;
-    p->mw.w2 = &p->q2, p->mw.w2_scale = ws.gran ? &p->s2 : NULL, p->mw.w2_global = ws.use_global_scale ? &p->g2 : NULL;
-    p->ids = tt_new(MOE_I32, 2, G, k, 0), p->w = tt_new(MOE_F32, 2, G, k, 0);
-    for (int t = 0; t < G; t++) {
-        int base = (int)(moe_rng_u32(seed, 4, (uint64_t)t) % E);
-        for (int j = 0; j < k; j++) { /* distinct experts per token, spread over the ranks */
-            ((int32_t *)p->ids.data)[t * k + j] = (base + 3 * j) % E;
-            ((float *)p->w.data)[t * k + j] = 0.05f + moe_rng_uniform(seed, 5, (uint64_t)(t * k + j));
-        }
-    }
+    mkf_make(p, sc, k, G, H, I, E, seed, 0.05f, matched, 0);
 }
 
-static void unmake(prob *p)
-{
-    moe_tensor *ts[] = {&p->x, &p->ids, &p->w, &p->q1, &p->s1, &p->g1, &p->q2, &p->s2, &p->g2};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) moe_tensor_free(ts[i]);
-}
-
-static moe_mk_config config(moe_scheme sc, int k, int R)
-{
-    moe_mk_config c;
-    memset(&c, 0, sizeof c);
-    c.scheme = sc, c.act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
-    c.num_experts = E, c.topk = k, c.hidden = H, c.inter = I, c.world_size = R;
-    return c;
-}
-
-static void oracle(const prob *p, const moe_tensor *w, int woi, moe_tensor *out)
-{
-    moe_forward_args a;
-    memset(&a, 0, sizeof a);
-    a.scheme = p->sc, a.act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
-    a.topk_ids = &p->ids, a.topk_weights = w, a.weights_on_input = woi;
-    a.w1 = p->mw.w1, a.w1_scale = p->mw.w1_scale, a.w1_global = p->mw.w1_global;
-    a.w2 = p->mw.w2, a.w2_scale = p->mw.w2_scale, a.w2_global = p->mw.w2_global;
-    ck_assert_msg(moe_ref_forward(&a, &p->x, out) == MOE_OK, "%s", moe_last_error());
-}
-
-typedef struct {
-    moe_tensor x3, i3, w3, o3;
-} views;
-
-static void wrap(prob *p, int R, moe_tensor *out, views *v)
-{
-    int64_t Tr = p->G / R;
-    ck_assert_int_eq(moe_tensor_wrap(&v->x3, p->xd, 3, (int64_t[3]){R, Tr, H}, p->x.data, p->x.nbytes, p->x.device), 0);
-    ck_assert_int_eq(moe_tensor_wrap(&v->i3, MOE_I32, 3, (int64_t[3]){R, Tr, p->k}, p->ids.data, p->ids.nbytes,
-                                     p->ids.device), 0);
-    ck_assert_int_eq(moe_tensor_wrap(&v->w3, MOE_F32, 3, (int64_t[3]){R, Tr, p->k}, p->w.data, p->w.nbytes,
-                                     p->w.device), 0);
-    ck_assert_int_eq(moe_tensor_wrap(&v->o3, p->xd, 3, (int64_t[3]){R, Tr, H}, out->data, out->nbytes, out->device), 0);
-}
+static void unmake(prob *p) { mkf_unmake(p); }
+static moe_mk_config config(moe_scheme sc, int k, int R) { return mkf_config(sc, k, R, H, I, E); }
+static void oracle(const prob *p, const moe_tensor *w, int woi, moe_tensor *out) { mkf_oracle(p, w, woi, out); }
+static void wrap(prob *p, int R, moe_tensor *out, views *v) { mkf_wrap(p, R, out, v); }
 
 /* (pf, ex) at world R on p; async: through moe_mk_forward_ranks_async */
 static void run_ep(const char *pf, const char *ex, const moe_mk_config *c, prob *p, moe_tensor *out, int async,

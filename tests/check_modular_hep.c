@@ -16,91 +16,27 @@
 #include "moe/forward.h"
 #include "moe/modular.h"
 #include "moe/rng.h"
+#include "mk_fixture.h"
 #include "test_tensors.h"
 
 enum { T = 4, H = 256, I = 128, E = 8, KMAX = 3, TSKEW = 72 };
 #define SC MOE_SCHEME_FP8_WBLOCK128_AGROUP128
 
-typedef struct {
-    moe_dtype xd;
-    int k, G;
-    moe_tensor x, ids, w, q1, s1, g1, q2, s2, g2;
-    moe_mk_weights mw;
-} prob;
+typedef mkf_prob prob;
+typedef mkf_views views;
 
 /* skew: the first 130 tokens start at expert 1 (130 + rows on experts 1,
  * 4, 7: more than one 128-row pad block), the others at a random expert;
  * slots take experts base + 3j (distinct for k <= 3, spread over ranks) */
 static void make(prob *p, int k, int G, uint64_t seed, int skew)
 {
-    memset(p, 0, sizeof *p);
-    p->k = k, p->G = G, p->xd = MOE_BF16;
-    moe_quant_spec ws;
-    ck_assert_int_eq(moe_scheme_spec(SC, MOE_OPERAND_WEIGHT, &ws), MOE_OK);
-    p->x = tt_new(p->xd, 2, G, H, 0);
-    float *f = malloc(sizeof(float) * (size_t)(G * H + 1));
-    moe_rng_fill_normal(f, (size_t)(G * H), seed, 1, 0, 0.0f, 1.0f);
-    moe_encode_array(p->xd, f, (size_t)(G * H), MOE_POLICY_IEEE_RNE, p->x.data, NULL);
-    free(f);
-    int64_t sh1[3] = {E, 2 * I, H}, sh2[3] = {E, H, I};
-    moe_tensor f1 = tt_new(MOE_F32, 3, E, 2 * I, H), f2 = tt_new(MOE_F32, 3, E, H, I);
-    moe_rng_fill_normal(f1.data, (size_t)moe_tensor_numel(&f1), seed, 2, 0, 0.0f, 0.05f);
-    moe_rng_fill_normal(f2.data, (size_t)moe_tensor_numel(&f2), seed, 3, 0, 0.0f, 0.05f);
-    ck_assert_int_eq(moe_quant_alloc(&ws, 3, sh1, &p->q1, &p->s1, &p->g1), MOE_OK);
-    ck_assert_int_eq(moe_quant_alloc(&ws, 3, sh2, &p->q2, &p->s2, &p->g2), MOE_OK);
-    ck_assert_int_eq(moe_ref_quantize(&ws, &f1, NULL, &p->q1, &p->s1, NULL), MOE_OK);
-    ck_assert_int_eq(moe_ref_quantize(&ws, &f2, NULL, &p->q2, &p->s2, NULL), MOE_OK);
-    moe_tensor_free(&f1), moe_tensor_free(&f2);
-    p->mw.w1 = &p->q1, p->mw.w1_scale = &p->s1, p->mw.w2 = &p->q2, p->mw.w2_scale = &p->s2;
-    p->ids = tt_new(MOE_I32, 2, G, k, 0), p->w = tt_new(MOE_F32, 2, G, k, 0);
-    for (int t = 0; t < G; t++) {
-        int base = skew && t < 130 ? 1 : (int)(moe_rng_u32(seed, 4, (uint64_t)t) % E);
-        for (int j = 0; j < k; j++) {
-            ((int32_t *)p->ids.data)[t * k + j] = (base + 3 * j) % E;
-            ((float *)p->w.data)[t * k + j] = 0.05f + moe_rng_uniform(seed, 5, (uint64_t)(t * k + j));
-        }
-    }
+    mkf_make(p, SC, k, G, H, I, E, seed, 0.05f, 0, skew ? 130 : 0);
 }
 
-static void unmake(prob *p)
-{
-    moe_tensor *ts[] = {&p->x, &p->ids, &p->w, &p->q1, &p->s1, &p->g1, &p->q2, &p->s2, &p->g2};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) moe_tensor_free(ts[i]);
-}
-
-static moe_mk_config config(moe_scheme sc, int k, int R)
-{
-    moe_mk_config c;
-    memset(&c, 0, sizeof c);
-    c.scheme = sc, c.act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
-    c.num_experts = E, c.topk = k, c.hidden = H, c.inter = I, c.world_size = R;
-    return c;
-}
-
-static void oracle(const prob *p, const moe_tensor *w, moe_tensor *out)
-{
-    moe_forward_args a;
-    memset(&a, 0, sizeof a);
-    a.scheme = SC, a.act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
-    a.topk_ids = &p->ids, a.topk_weights = w;
-    a.w1 = p->mw.w1, a.w1_scale = p->mw.w1_scale, a.w2 = p->mw.w2, a.w2_scale = p->mw.w2_scale;
-    ck_assert_msg(moe_ref_forward(&a, &p->x, out) == MOE_OK, "%s", moe_last_error());
-}
-
-typedef struct {
-    moe_tensor x3, i3, w3, o3;
-} views;
-
-static void wrap(prob *p, int R, moe_tensor *out, views *v)
-{
-    int64_t Tr = p->G / R;
-    ck_assert_int_eq(moe_tensor_wrap(&v->x3, p->xd, 3, (int64_t[3]){R, Tr, H}, p->x.data, p->x.nbytes, p->x.device), 0);
-    ck_assert_int_eq(moe_tensor_wrap(&v->i3, MOE_I32, 3, (int64_t[3]){R, Tr, p->k}, p->ids.data, p->ids.nbytes,
-                                     p->ids.device), 0);
-    ck_assert_int_eq(moe_tensor_wrap(&v->w3, MOE_F32, 3, (int64_t[3]){R, Tr, p->k}, p->w.data, p->w.nbytes,
-                                     p->w.device), 0);
-    ck_assert_int_eq(moe_tensor_wrap(&v->o3, p->xd, 3, (int64_t[3]){R, Tr, H}, out->data, out->nbytes, out->device), 0);
-}
+static void unmake(prob *p) { mkf_unmake(p); }
+static moe_mk_config config(moe_scheme sc, int k, int R) { return mkf_config(sc, k, R, H, I, E); }
+static void oracle(const prob *p, const moe_tensor *w, moe_tensor *out) { mkf_oracle(p, w, 0, out); }
+static void wrap(prob *p, int R, moe_tensor *out, views *v) { mkf_wrap(p, R, out, v); }
 
 /* hybrid_ep x grouped_contig at world R on p; R = 1 through moe_mk_forward
  * on the [G, H] tensors; async: through moe_mk_forward_ranks_async */

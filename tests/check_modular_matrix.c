@@ -70,6 +70,7 @@
 #include "moe/modular.h"
 #include "moe/rng.h"
 #include "mk_bounds.h"
+#include "mk_fixture.h"
 #include "test_tensors.h"
 
 enum { G = 12, H = 2048, I = 128, E = 8, GRP = 128, NSC = 3 };
@@ -89,48 +90,13 @@ static void make(prob *p, moe_scheme sc, int k)
 {
     memset(p, 0, sizeof *p);
     p->sc = sc, p->k = k;
-    moe_quant_spec ws, as;
-    ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_WEIGHT, &ws), MOE_OK);
-    ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_ACT, &as), MOE_OK);
-    ck_assert_int_eq(as.gran == MOE_GRAN_NONE ? as.elem : MOE_BF16, MOE_BF16);
-    const uint64_t seed = 4000 + (uint64_t)sc;
-    p->x = tt_new(MOE_BF16, 2, G, H, 0);
-    float *f = malloc(sizeof(float) * (size_t)(G * H));
-    moe_rng_fill_normal(f, (size_t)(G * H), seed, 1, 0, 0.0f, 1.0f);
-    if (sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128) /* matched groups (see above) */
-        for (int g = 0; g < G * H / GRP; g++) {
-            float *v = f + (size_t)g * GRP;
-            int im = 0;
-            for (int i = 0; i < GRP; i++) {
-                if (fabsf(v[i]) > fabsf(v[im])) im = i;
-                if (v[i] > 1.5f) v[i] = 1.5f;
-                if (v[i] < -1.5f) v[i] = -1.5f;
-            }
-            v[im] = v[im] < 0 ? -1.75f : 1.75f;
-        }
-    moe_encode_array(MOE_BF16, f, (size_t)(G * H), MOE_POLICY_IEEE_RNE, p->x.data, NULL);
-    free(f);
-    int64_t sh1[3] = {E, 2 * I, H}, sh2[3] = {E, H, I};
-    moe_tensor f1 = tt_new(MOE_F32, 3, E, 2 * I, H), f2 = tt_new(MOE_F32, 3, E, H, I);
-    moe_rng_fill_normal(f1.data, (size_t)moe_tensor_numel(&f1), seed, 2, 0, 0.0f, 0.05f);
-    moe_rng_fill_normal(f2.data, (size_t)moe_tensor_numel(&f2), seed, 3, 0, 0.0f, 0.05f);
-    ck_assert_int_eq(moe_quant_alloc(&ws, 3, sh1, &p->q1, &p->s1, &p->g1), MOE_OK);
-    ck_assert_int_eq(moe_quant_alloc(&ws, 3, sh2, &p->q2, &p->s2, &p->g2), MOE_OK);
-    ck_assert_int_eq(moe_ref_quantize(&ws, &f1, NULL, &p->q1, ws.gran ? &p->s1 : NULL,
-                                      ws.use_global_scale ? &p->g1 : NULL), MOE_OK);
-    ck_assert_int_eq(moe_ref_quantize(&ws, &f2, NULL, &p->q2, ws.gran ? &p->s2 : NULL,
-                                      ws.use_global_scale ? &p->g2 : NULL), MOE_OK);
-    moe_tensor_free(&f1), moe_tensor_free(&f2);
-    p->mw.w1 = &p->q1, p->mw.w1_scale = ws.gran ? &p->s1 : NULL, p->mw.w1_global = ws.use_global_scale ? &p->g1 : NULL;
-    p->mw.w2 = &p->q2, p->mw.w2_scale = ws.gran ? &p->s2 : NULL, p->mw.w2_global = ws.use_global_scale ? &p->g2 : NULL;
-    p->ids = tt_new(MOE_I32, 2, G, k, 0), p->w = tt_new(MOE_F32, 2, G, k, 0);
-    for (int t = 0; t < G; t++) {
-        int base = (int)(moe_rng_u32(seed, 4, (uint64_t)t) % E);
-        for (int j = 0; j < k; j++) {
-            ((int32_t *)p->ids.data)[t * k + j] = (base + 3 * j) % E;
-            ((float *)p->w.data)[t * k + j] = 0.05f + moe_rng_uniform(seed, 5, (uint64_t)(t * k + j));
-        }
-    }
+    mkf_prob b; /* the shared fixture; its tensors move into p */
+    mkf_make(&b, sc, k, G, H, I, E, 4000 + (uint64_t)sc, 0.05f, sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 0);
+    ck_assert_int_eq(b.xd, MOE_BF16);
+    p->x = b.x, p->ids = b.ids, p->w = b.w;
+    p->q1 = b.q1, p->s1 = b.s1, p->g1 = b.g1, p->q2 = b.q2, p->s2 = b.s2, p->g2 = b.g2;
+    p->mw.w1 = &p->q1, p->mw.w1_scale = b.mw.w1_scale ? &p->s1 : NULL, p->mw.w1_global = b.mw.w1_global ? &p->g1 : NULL;
+    p->mw.w2 = &p->q2, p->mw.w2_scale = b.mw.w2_scale ? &p->s2 : NULL, p->mw.w2_global = b.mw.w2_global ? &p->g2 : NULL;
     moe_forward_args *a = &p->fa;
     a->scheme = sc, a->act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
     a->topk_ids = &p->ids, a->topk_weights = &p->w;
