@@ -12,78 +12,28 @@
 #include "moe/forward.h"
 #include "moe/modular.h"
 #include "moe/rng.h"
+#include "mk_fixture.h"
 #include "test_tensors.h"
 
 enum { M = 13, H = 128, I = 128, E = 8 };
 
-typedef struct {
-    moe_scheme sc;
-    moe_dtype xd;
-    int k;
-    moe_tensor x, ids, w, q1, s1, g1, q2, s2, g2;
-    moe_mk_weights mw;
-} prob;
+typedef mkf_prob prob;
 
+/* x and weights from seed 11 (weights sd 0.1), routing from seed 12 */
 static void make(prob *p, moe_scheme sc, int k, int m)
 {
-    memset(p, 0, sizeof *p);
-    p->sc = sc, p->k = k;
-    moe_quant_spec ws, as;
-    ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_WEIGHT, &ws), MOE_OK);
-    ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_ACT, &as), MOE_OK);
-    p->xd = as.gran == MOE_GRAN_NONE ? as.elem : MOE_BF16;
-    p->x = tt_new(p->xd, 2, m, H, 0);
-    float *f = malloc(sizeof(float) * (size_t)(m * H + 1));
-    moe_rng_fill_normal(f, (size_t)(m * H), 11, 1, 0, 0.0f, 1.0f);
-    if (p->xd == MOE_F32) memcpy(p->x.data, f, p->x.nbytes);
-    else moe_encode_array(p->xd, f, (size_t)(m * H), MOE_POLICY_IEEE_RNE, p->x.data, NULL);
-    free(f);
-    int64_t sh1[3] = {E, 2 * I, H}, sh2[3] = {E, H, I};
-    moe_tensor f1 = tt_new(MOE_F32, 3, E, 2 * I, H), f2 = tt_new(MOE_F32, 3, E, H, I);
-    moe_rng_fill_normal(f1.data, (size_t)moe_tensor_numel(&f1), 11, 2, 0, 0.0f, 0.1f);
-    moe_rng_fill_normal(f2.data, (size_t)moe_tensor_numel(&f2), 11, 3, 0, 0.0f, 0.1f);
-    ck_assert_int_eq(moe_quant_alloc(&ws, 3, sh1, &p->q1, &p->s1, &p->g1), MOE_OK);
-    ck_assert_int_eq(moe_quant_alloc(&ws, 3, sh2, &p->q2, &p->s2, &p->g2), MOE_OK);
-    ck_assert_int_eq(moe_ref_quantize(&ws, &f1, NULL, &p->q1, ws.gran ? &p->s1 : NULL,
-                                      ws.use_global_scale ? &p->g1 : NULL), MOE_OK);
-    ck_assert_int_eq(moe_ref_quantize(&ws, &f2, NULL, &p->q2, ws.gran ? &p->s2 : NULL,
-                                      ws.use_global_scale ? &p->g2 : NULL), MOE_OK);
-    moe_tensor_free(&f1), moe_tensor_free(&f2);
-    p->mw.w1 = &p->q1, p->mw.w1_scale = ws.gran ? &p->s1 : NULL, p->mw.w1_global = ws.use_global_scale ? &p->g1 : NULL;
-    p->mw.w2 = &p->q2, p->mw.w2_scale = ws.gran ? &p->s2 : NULL, p->mw.w2_global = ws.use_global_scale ? &p->g2 : NULL;
-    p->ids = tt_new(MOE_I32, 2, m, k, 0), p->w = tt_new(MOE_F32, 2, m, k, 0);
-    for (int t = 0; t < m; t++) {
-        int base = (int)(moe_rng_u32(12, 1, (uint64_t)t) % E);
-        for (int j = 0; j < k; j++) { /* distinct experts per token, unsorted */
-            ((int32_t *)p->ids.data)[t * k + j] = (base + 3 * j) % E;
-            ((float *)p->w.data)[t * k + j] = 0.05f + moe_rng_uniform(12, 2, (uint64_t)(t * k + j));
-        }
-    }
+    mkf_make_data(p, sc, m, H, I, E, 11, 0.1f, 0);
+    mkf_make_routing(p, k, 12, 1, 2, 0);
 }
 
-static void unmake(prob *p)
-{
-    moe_tensor *ts[] = {&p->x, &p->ids, &p->w, &p->q1, &p->s1, &p->g1, &p->q2, &p->s2, &p->g2};
-    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) moe_tensor_free(ts[i]);
-}
+static void unmake(prob *p) { mkf_unmake(p); }
 
-static moe_mk_config config(moe_scheme sc, int k)
-{
-    moe_mk_config c;
-    memset(&c, 0, sizeof c);
-    c.scheme = sc, c.act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
-    c.num_experts = E, c.topk = k, c.hidden = H, c.inter = I, c.world_size = 1;
-    return c;
-}
+static moe_mk_config config(moe_scheme sc, int k) { return mkf_config(sc, k, 1, H, I, E); }
 
 static moe_forward_args fargs(const prob *p, const moe_tensor *ids, const moe_tensor *w)
 {
-    moe_forward_args a;
-    memset(&a, 0, sizeof a);
-    a.scheme = p->sc, a.act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
-    a.topk_ids = ids, a.topk_weights = w;
-    a.w1 = p->mw.w1, a.w1_scale = p->mw.w1_scale, a.w1_global = p->mw.w1_global;
-    a.w2 = p->mw.w2, a.w2_scale = p->mw.w2_scale, a.w2_global = p->mw.w2_global;
+    moe_forward_args a = mkf_forward_args(p, w, 0);
+    a.topk_ids = ids;
     return a;
 }
 

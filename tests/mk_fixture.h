@@ -41,13 +41,13 @@ static inline void mkf_matched_groups(float *f, int64_t n)
     }
 }
 
-/* wsd: the weights' standard deviation; matched: mkf_matched_groups on x;
- * skew: the first `skew` tokens start at expert 1 instead of a random one. */
-static inline void mkf_make(mkf_prob *p, moe_scheme sc, int k, int G, int64_t H, int64_t I, int64_t E,
-                            uint64_t seed, float wsd, int matched, int skew)
+/* x [G, H] and the quantized weights. wsd: the weights' standard
+ * deviation; matched: mkf_matched_groups on x. Streams 1-3 of seed. */
+static inline void mkf_make_data(mkf_prob *p, moe_scheme sc, int G, int64_t H, int64_t I, int64_t E, uint64_t seed,
+                                 float wsd, int matched)
 {
     memset(p, 0, sizeof *p);
-    p->sc = sc, p->k = k, p->G = G, p->H = H, p->I = I, p->E = E;
+    p->sc = sc, p->G = G, p->H = H, p->I = I, p->E = E;
     moe_quant_spec ws, as;
     ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_WEIGHT, &ws), MOE_OK);
     ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_ACT, &as), MOE_OK);
@@ -72,14 +72,32 @@ static inline void mkf_make(mkf_prob *p, moe_scheme sc, int k, int G, int64_t H,
     moe_tensor_free(&f1), moe_tensor_free(&f2);
     p->mw.w1 = &p->q1, p->mw.w1_scale = ws.gran ? &p->s1 : NULL, p->mw.w1_global = ws.use_global_scale ? &p->g1 : NULL;
     p->mw.w2 = &p->q2, p->mw.w2_scale = ws.gran ? &p->s2 : NULL, p->mw.w2_global = ws.use_global_scale ? &p->g2 : NULL;
-    p->ids = tt_new(MOE_I32, 2, G, k, 0), p->w = tt_new(MOE_F32, 2, G, k, 0);
-    for (int t = 0; t < G; t++) {
-        int base = t < skew ? 1 : (int)(moe_rng_u32(seed, 4, (uint64_t)t) % E);
-        for (int j = 0; j < k; j++) { /* distinct experts per token, spread over the ranks */
-            ((int32_t *)p->ids.data)[t * k + j] = (int32_t)((base + 3 * j) % E);
-            ((float *)p->w.data)[t * k + j] = 0.05f + moe_rng_uniform(seed, 5, (uint64_t)(t * k + j));
+}
+
+/* Top-k ids (experts base + 3j, distinct for k <= 3 with E = 8, spread
+ * over the ranks) and weights in [0.05, 1.05): base from (seed,
+ * id_stream), weights from (seed, w_stream); the first `skew` tokens start
+ * at expert 1 instead of a random one. */
+static inline void mkf_make_routing(mkf_prob *p, int k, uint64_t seed, uint64_t id_stream, uint64_t w_stream,
+                                    int skew)
+{
+    p->k = k;
+    p->ids = tt_new(MOE_I32, 2, p->G, k, 0), p->w = tt_new(MOE_F32, 2, p->G, k, 0);
+    for (int t = 0; t < p->G; t++) {
+        int base = t < skew ? 1 : (int)(moe_rng_u32(seed, id_stream, (uint64_t)t) % p->E);
+        for (int j = 0; j < k; j++) {
+            ((int32_t *)p->ids.data)[t * k + j] = (int32_t)((base + 3 * j) % p->E);
+            ((float *)p->w.data)[t * k + j] = 0.05f + moe_rng_uniform(seed, w_stream, (uint64_t)(t * k + j));
         }
     }
+}
+
+/* The expert-parallel suites' problem: data, then routing from streams 4, 5. */
+static inline void mkf_make(mkf_prob *p, moe_scheme sc, int k, int G, int64_t H, int64_t I, int64_t E,
+                            uint64_t seed, float wsd, int matched, int skew)
+{
+    mkf_make_data(p, sc, G, H, I, E, seed, wsd, matched);
+    mkf_make_routing(p, k, seed, 4, 5, skew);
 }
 
 static inline void mkf_unmake(mkf_prob *p)
