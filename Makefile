@@ -18,6 +18,8 @@ SANFLAGS ?=
 OMPFLAGS := -fopenmp
 CFLAGS  := $(REFFLAGS) $(SANFLAGS) $(OMPFLAGS) -D_POSIX_C_SOURCE=200809L -Iinclude -iquote reference
 LDFLAGS := $(SANFLAGS) $(OMPFLAGS)
+# Golden cases read case.json with cJSON and hash with OpenSSL's libcrypto.
+LDLIBS  := -lcjson -lcrypto -lm
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 # GPU test binaries link Check and subunit statically, so they run on a GPU
@@ -66,11 +68,11 @@ $(BUILD)/libmoe_combos.a: $(COMBOS_OBJ)
 	ar crs $@ $^
 
 $(BUILD)/moe-%: $(BUILD)/obj/combos/main_%.o $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a
-	$(CC) $(LDFLAGS) $^ -lm -o $@
+	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(CHECK_LIBS) -lm -o $@
+	$(CC) $(LDFLAGS) $^ $(CHECK_LIBS) $(LDLIBS) -o $@
 
 ifeq ($(HAVE_NVCC),yes)
 cuda: $(CUDA_OBJ) $(GPU_TESTS)
