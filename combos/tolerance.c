@@ -1,0 +1,102 @@
+/* The tolerance table as data (include/moe/tolerance.h). Provenance:
+ * DESIGN section 5 names what is EXACT everywhere (movement, selection,
+ * quantization, element-wise stages with the canonical math, fixed-order
+ * reductions) and that the CUDA conformance build is EXACT for every
+ * stage; the BOUNDED rows carry the derivation of their bound
+ * (tests/mk_bounds.h and combos/sweep_class.c for the e2e classes). */
+#include "moe/tolerance.h"
+#include <string.h>
+
+#define EXACT_ALL(stage) \
+    {"ref." stage, stage, "ref", "*", MOE_CLASS_EXACT, "", "the oracle itself"}, \
+    {"cuda-conform." stage, stage, "cuda-conform", "*", MOE_CLASS_EXACT, "", \
+     "DESIGN 5: the conformance build keeps the reference's order and math"}
+
+#define EXACT_MOVE(stage, why) \
+    EXACT_ALL(stage), {"any." stage, stage, "*", "*", MOE_CLASS_EXACT, "", why}
+
+/* the fp32 dot-product bound of a GEMM whose summation order differs */
+#define GEMM_BOUND "gamma_K * sum_k |a_k b_k| + half an ulp of out at |out|"
+
+static const moe_tolerance_row ROWS[] = {
+    EXACT_MOVE("route", "DESIGN 5: routing is selection, EXACT everywhere"),
+    EXACT_MOVE("align_block_size", "DESIGN 5: align/sort/maps are EXACT (the atomic align variant is SET)"),
+    EXACT_MOVE("align_batched", "DESIGN 5: index arithmetic"),
+    EXACT_MOVE("sort_ck", "DESIGN 5: align/sort/maps are EXACT"),
+    EXACT_MOVE("maps_trtllm", "DESIGN 5: align/sort/maps are EXACT"),
+    EXACT_MOVE("quantize", "DESIGN 5: quantization and scale selection are EXACT"),
+    EXACT_MOVE("dequantize", "DESIGN 5: one rounding of decode(q) * scale"),
+    EXACT_MOVE("permute_rows", "DESIGN 5: permutation moves bits"),
+    EXACT_MOVE("unpermute_rows", "DESIGN 5: permutation moves bits"),
+    EXACT_MOVE("expand_trtllm", "DESIGN 5: permutation moves bits"),
+    EXACT_MOVE("batched_scatter", "DESIGN 5: permutation moves bits"),
+    EXACT_MOVE("permute_grouped", "DESIGN 5: permutation moves bits"),
+    EXACT_ALL("grouped_gemm"),
+    {"cpu.grouped_gemm", "grouped_gemm", "cpu", "*", MOE_CLASS_BOUNDED, GEMM_BOUND,
+     "OpenBLAS changes the summation order: Higham 3.1, gamma_K = K u / (1 - K u), u = 2^-24"},
+    {"cuda-fast.grouped_gemm", "grouped_gemm", "cuda-fast", "*", MOE_CLASS_BOUNDED, GEMM_BOUND,
+     "tensor-core accumulation order: Higham 3.1"},
+    EXACT_MOVE("activation", "DESIGN 5: element-wise with the canonical math header"),
+    EXACT_MOVE("war_contiguous", "DESIGN 5: fixed-order reductions are EXACT"),
+    EXACT_MOVE("war_noop", "DESIGN 5: movement"),
+    EXACT_MOVE("war_naive_batched", "DESIGN 5: fixed-order reductions are EXACT"),
+    EXACT_MOVE("finalize_trtllm", "DESIGN 5: fixed-order reductions are EXACT"),
+    EXACT_MOVE("ep_allgather_dispatch", "DESIGN 5: dispatch/combine movement is EXACT"),
+    EXACT_MOVE("ep_reduce_scatter_combine", "DESIGN 5: fixed rank order"),
+    EXACT_MOVE("deepep_layout", "DESIGN 5: index arithmetic"),
+    EXACT_MOVE("deepep_dispatch", "DESIGN 5: dispatch/combine movement is EXACT"),
+    EXACT_MOVE("deepep_combine", "DESIGN 5: fixed rank order"),
+    EXACT_ALL("deepep_ll_dispatch"),
+    {"any.deepep_ll_dispatch", "deepep_ll_dispatch", "*", "*", MOE_CLASS_SET, "",
+     "DESIGN 5: DeepEP-LL receive rows land in atomic order upstream (dispatch_sorting.md)"},
+    EXACT_MOVE("deepep_ll_combine", "DESIGN 5: fixed slot order"),
+    EXACT_ALL("pplx_dispatch"),
+    {"any.pplx_dispatch", "pplx_dispatch", "*", "*", MOE_CLASS_SET, "",
+     "DESIGN 5: pplx receive rows land in atomic order upstream (dispatch_sorting.md)"},
+    EXACT_MOVE("pplx_combine", "DESIGN 5: fixed slot order"),
+    EXACT_MOVE("hep_dispatch_with_permute", "DESIGN 5: dispatch/combine movement is EXACT"),
+    EXACT_MOVE("hep_combine_with_unpermute", "DESIGN 5: fixed order"),
+
+    /* A modular-kernel forward against moe_ref_forward. Every type computes
+     * the oracle's per-slot expert outputs Y_j bit for bit (same rows, same
+     * row-wise scales; combos/sweep_class.c says when that holds); only the
+     * weighting and the reduction over the k slots differ, so the bound is
+     * the rounding-count bound of include/moe/bounds.h with the path counts
+     * (nf f32, nb x-dtype roundings per term) of each class. */
+    {"e2e.exact", "e2e/exact", "*", "*", MOE_CLASS_EXACT, "",
+     "noep x ref runs the oracle's own stages in the oracle's order"},
+    {"e2e.f32-sum", "e2e/f32-sum", "*", "*", MOE_CLASS_BOUNDED, "G(k+1+R, 2) A + G(k+1, 1) A + eta",
+     "ref experts per rank (oracle path) + the combine's f32 sum of R partials and one rounding"},
+    {"e2e.fmaf", "e2e/fmaf", "*", "*", MOE_CLASS_BOUNDED, "G(k, 1) A + G(k+1, 1) A + eta",
+     "finalize_trtllm / DeepEP-LL / pplx combine: fmaf chain from +0, one rounding"},
+    {"e2e.fmaf-ep", "e2e/fmaf-ep", "*", "*", MOE_CLASS_BOUNDED, "G(k+R, 2) A + G(k+1, 1) A + eta",
+     "fmaf finalize per rank + the combine's f32 sum of R partials"},
+    {"e2e.slot", "e2e/slot", "*", "*", MOE_CLASS_BOUNDED, "G(k+1, k+1) Ax + G(k+1, 1) A + acc Hs + eta",
+     "each slot rounded to x's dtype after its weight, then moe_sum / atomic adds, one rounding each"},
+    {"e2e.slot-ep", "e2e/slot-ep", "*", "*", MOE_CLASS_BOUNDED, "G(k+1+R, k+2) Ax + G(k+1, 1) A + acc Hs + eta",
+     "slot class per rank + the combine's f32 sum of R partials"},
+    {"e2e.acc", "e2e/acc", "*", "*", MOE_CLASS_BOUNDED, "G(k+1, k) A + G(k+1, 1) A + eta",
+     "NaiveBatched: o = round(o + w_j Y_j), one expert at a time"},
+    {"e2e.hybrid", "e2e/hybrid", "*", "*", MOE_CLASS_BOUNDED, "G(1+k+R, 3) A + G(k+1, 1) A + eta",
+     "Hybrid-EP: prob-weighted rows rounded, per-rank f32 unpermute sum, home-rank f32 sum of R partials"},
+};
+
+enum { NROWS = sizeof ROWS / sizeof ROWS[0] };
+
+int moe_tolerance_count(void) { return NROWS; }
+
+const moe_tolerance_row *moe_tolerance_get(int i) { return i >= 0 && i < NROWS ? &ROWS[i] : NULL; }
+
+static int match(const char *pat, const char *s) { return !strcmp(pat, "*") || (s && !strcmp(pat, s)); }
+
+const moe_tolerance_row *moe_tolerance_find(const char *stage, const char *backend, const char *scheme)
+{
+    int n = moe_tolerance_count();
+    for (int i = 0; i < n; i++) {
+        const moe_tolerance_row *r = moe_tolerance_get(i);
+        if (stage && !strcmp(r->stage, stage) && match(r->backend, backend) && match(r->scheme, scheme)) return r;
+    }
+    moe_fail(MOE_ERR_INVALID_ARG, "tolerance table: no row for stage '%s', backend '%s', scheme '%s'",
+             stage ? stage : "(null)", backend ? backend : "(null)", scheme ? scheme : "(null)");
+    return NULL;
+}
