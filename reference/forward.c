@@ -45,16 +45,18 @@ static moe_status quant_rows(const moe_quant_spec *spec, const moe_tensor *rows,
     return st;
 }
 
-/* Steps 6-7 for per-tensor activation scales without a static a2 scale:
- * torch_experts quantizes each expert's rows with their own dynamic scale,
- * so each expert's rows are requantized and multiplied on their own. */
-static moe_status gemm2_per_expert(const moe_forward_args *a, const moe_quant_spec *as, const moe_tensor *h2,
-                                   const int32_t *re, int64_t E, fw_buf *b)
+/* A GEMM step whose activations take one dynamic per-tensor scale per
+ * expert (torch_experts' requantization; BatchedPrepareAndFinalize's input
+ * quantization): each expert's rows are quantized and multiplied on their
+ * own. Rows of non-local experts (-1) stay zero. */
+static moe_status gemm_per_expert(moe_scheme scheme, const moe_quant_spec *as, const moe_tensor *in,
+                                  const int32_t *re, int64_t E, const moe_tensor *w, const moe_tensor *ws,
+                                  const moe_tensor *wg, const moe_tensor *bias, moe_tensor *out)
 {
-    int64_t P = h2->shape[0], I = h2->shape[1], H = b->y.shape[1];
+    int64_t P = in->shape[0], K = in->shape[1], N = out->shape[1];
     int64_t *rows = malloc(sizeof(int64_t) * (size_t)(P + 1));
     if (!rows) return moe_fail(MOE_ERR_NOMEM, "forward: row list");
-    size_t hb = moe_dtype_row_bytes(h2->dtype, I), yb = moe_dtype_row_bytes(b->y.dtype, H);
+    size_t ib = moe_dtype_row_bytes(in->dtype, K), ob = moe_dtype_row_bytes(out->dtype, N);
     moe_status st = MOE_OK;
     for (int64_t e = 0; e < E && st == MOE_OK; e++) {
         int64_t n = 0;
@@ -64,25 +66,41 @@ static moe_status gemm2_per_expert(const moe_forward_args *a, const moe_quant_sp
         moe_tensor sub, q, sc, gl, sre, sy;
         memset(&sub, 0, sizeof sub), memset(&q, 0, sizeof q), memset(&sc, 0, sizeof sc);
         memset(&gl, 0, sizeof gl), memset(&sre, 0, sizeof sre), memset(&sy, 0, sizeof sy);
-        if ((st = new2(&sub, h2->dtype, n, I)) == MOE_OK && (st = new2(&sy, b->y.dtype, n, H)) == MOE_OK &&
+        if ((st = new2(&sub, in->dtype, n, K)) == MOE_OK && (st = new2(&sy, out->dtype, n, N)) == MOE_OK &&
             (st = moe_tensor_alloc(&sre, MOE_I32, 1, &n)) == MOE_OK) {
             for (int64_t r = 0; r < n; r++) {
-                memcpy((uint8_t *)sub.data + r * hb, (const uint8_t *)h2->data + rows[r] * hb, hb);
+                memcpy((uint8_t *)sub.data + r * ib, (const uint8_t *)in->data + rows[r] * ib, ib);
                 ((int32_t *)sre.data)[r] = (int32_t)e;
             }
             st = quant_rows(as, &sub, NULL, &q, &sc, &gl);
             if (st == MOE_OK) {
-                moe_gemm_args g2 = {a->scheme, &q, &sc, NULL, a->w2, a->w2_scale, a->w2_global, &sre, a->b2};
-                st = moe_ref_grouped_gemm(&g2, &sy);
+                moe_gemm_args g = {scheme, &q, &sc, as->use_global_scale ? &gl : NULL, w, ws, wg, &sre, bias};
+                st = moe_ref_grouped_gemm(&g, &sy);
             }
             for (int64_t r = 0; st == MOE_OK && r < n; r++)
-                memcpy((uint8_t *)b->y.data + rows[r] * yb, (uint8_t *)sy.data + r * yb, yb);
+                memcpy((uint8_t *)out->data + rows[r] * ob, (uint8_t *)sy.data + r * ob, ob);
         }
         moe_tensor_free(&sub), moe_tensor_free(&q), moe_tensor_free(&sc), moe_tensor_free(&gl);
         moe_tensor_free(&sre), moe_tensor_free(&sy);
     }
     free(rows);
     return st;
+}
+
+/* One GEMM step: quantize `in` with the activation spec (a static scale,
+ * or a dynamic one over the domain) and multiply by (w, ws, wg) + bias. A
+ * per-expert domain only matters for dynamic per-tensor scales. */
+static moe_status gemm_step(moe_scheme scheme, const moe_quant_spec *as, const moe_tensor *in,
+                            const moe_tensor *static_scale, int per_expert, const moe_tensor *re, int64_t E,
+                            const moe_tensor *w, const moe_tensor *ws, const moe_tensor *wg, const moe_tensor *bias,
+                            moe_tensor *q, moe_tensor *s, moe_tensor *g, moe_tensor *out)
+{
+    if (as->gran == MOE_GRAN_TENSOR && !static_scale && per_expert)
+        return gemm_per_expert(scheme, as, in, re->data, E, w, ws, wg, bias, out);
+    moe_status st = quant_rows(as, in, static_scale, q, s, g);
+    if (st) return st;
+    moe_gemm_args ga = {scheme, q, as->gran ? s : NULL, as->use_global_scale ? g : NULL, w, ws, wg, re, bias};
+    return moe_ref_grouped_gemm(&ga, out);
 }
 
 static moe_status check_args(const moe_forward_args *a, const moe_tensor *x, const moe_tensor *out)
@@ -103,6 +121,9 @@ static moe_status check_args(const moe_forward_args *a, const moe_tensor *x, con
     if (N1 != (gated ? 2 : 1) * a->w2->shape[2])
         return moe_fail(MOE_ERR_SHAPE, "w1: N1 = %lld, %s needs %s I = %lld", (long long)N1, moe_act_name(a->act.act),
                         gated ? "2 *" : "", (long long)a->w2->shape[2]);
+    if ((unsigned)a->a1_domain >= MOE_QDOM_COUNT || (unsigned)a->a2_domain >= MOE_QDOM_COUNT)
+        return moe_fail(MOE_ERR_INVALID_ARG, "a1_domain %d, a2_domain %d: must be moe_qdomain values",
+                        (int)a->a1_domain, (int)a->a2_domain);
     if (a->first_expert < 0 || a->num_local_experts < 0 || a->first_expert + a->num_local_experts > E)
         return moe_fail(MOE_ERR_INVALID_ARG, "first_expert %d, num_local_experts %d: must lie within [0, E = %lld]",
                         a->first_expert, a->num_local_experts, (long long)E);
@@ -160,24 +181,18 @@ moe_status moe_ref_forward(const moe_forward_args *a, const moe_tensor *x, moe_t
         int32_t e = id[p];
         ((int32_t *)b.re.data)[p] = (e >= first && e < first + nloc) ? e : -1;
     }
-    if ((s = quant_rows(&as, &b.xr, a->a1_scale, &b.aq, &b.as, &b.ag))) goto done;
-    /* 4: GEMM1 */
+    /* 3-4: quantize, GEMM1 */
     if ((s = new2(&b.h1, x->dtype, P, N1))) goto done;
-    moe_gemm_args g1 = {a->scheme, &b.aq, as.gran ? &b.as : NULL, as.use_global_scale ? &b.ag : NULL,
-                        a->w1, a->w1_scale, a->w1_global, &b.re, a->b1};
-    if ((s = moe_ref_grouped_gemm(&g1, &b.h1))) goto done;
+    if ((s = gemm_step(a->scheme, &as, &b.xr, a->a1_scale, a->a1_domain == MOE_QDOM_PER_EXPERT, &b.re, E, a->w1,
+                       a->w1_scale, a->w1_global, a->b1, &b.aq, &b.as, &b.ag, &b.h1)))
+        goto done;
     /* 5: activation */
     if ((s = new2(&b.h2, x->dtype, P, I)) || (s = moe_ref_activation(&b.h1, &b.re, &a->act, &b.h2))) goto done;
     /* 6-7: requantize, GEMM2 */
     if ((s = new2(&b.y, x->dtype, P, H))) goto done;
-    if (as.gran == MOE_GRAN_TENSOR && !a->a2_scale) {
-        if ((s = gemm2_per_expert(a, &as, &b.h2, b.re.data, E, &b))) goto done;
-    } else {
-        if ((s = quant_rows(&as, &b.h2, a->a2_scale, &b.yq, &b.ys, &b.yg))) goto done;
-        moe_gemm_args g2 = {a->scheme, &b.yq, as.gran ? &b.ys : NULL, as.use_global_scale ? &b.yg : NULL,
-                            a->w2, a->w2_scale, a->w2_global, &b.re, a->b2};
-        if ((s = moe_ref_grouped_gemm(&g2, &b.y))) goto done;
-    }
+    if ((s = gemm_step(a->scheme, &as, &b.h2, a->a2_scale, a->a2_domain != MOE_QDOM_ALL_ROWS, &b.re, E, a->w2,
+                       a->w2_scale, a->w2_global, a->b2, &b.yq, &b.ys, &b.yg, &b.y)))
+        goto done;
     /* 8: combine */
     const int32_t *re = b.re.data;
     for (int64_t t = 0; t < M; t++)

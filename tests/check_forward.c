@@ -197,6 +197,77 @@ START_TEST(every_scheme_runs)
 }
 END_TEST
 
+/* The quantization domains of dynamic per-tensor activation scales. With
+ * top-1 routing, a1 and a2 per expert equal running each expert's tokens
+ * as a problem of their own with the default domains (its rows are then
+ * all rows); with every token on one expert the domains coincide; and on
+ * data whose experts see rows of different magnitudes they differ. */
+START_TEST(quant_domains)
+{
+    enum { Mq = 8, Hq = 64, Iq = 32, Eq = 3 };
+    moe_scheme sc = MOE_SCHEME_FP8_WTENSOR_ATENSOR;
+    moe_quant_spec ws;
+    ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_WEIGHT, &ws), MOE_OK);
+    moe_tensor xf = tt_new(MOE_F32, 2, Mq, Hq, 0), x = tt_new(MOE_BF16, 2, Mq, Hq, 0);
+    moe_rng_fill_normal(xf.data, Mq * Hq, 12, 1, 0, 0.0f, 1.0f);
+    for (int t = 0; t < Mq; t++) /* token t goes to expert t % 3; its rows are scaled by 1, 4, 16 */
+        for (int c = 0; c < Hq; c++) ((float *)xf.data)[t * Hq + c] *= (float)(1 << (2 * (t % Eq)));
+    moe_encode_array(MOE_BF16, xf.data, Mq * Hq, MOE_POLICY_IEEE_RNE, x.data, NULL);
+    int64_t s1[3] = {Eq, 2 * Iq, Hq}, s2[3] = {Eq, Hq, Iq};
+    moe_tensor f1 = tt_new(MOE_F32, 3, Eq, 2 * Iq, Hq), f2 = tt_new(MOE_F32, 3, Eq, Hq, Iq), q1, c1, g1, q2, c2, g2;
+    moe_rng_fill_normal(f1.data, (size_t)moe_tensor_numel(&f1), 12, 2, 0, 0.0f, 0.1f);
+    moe_rng_fill_normal(f2.data, (size_t)moe_tensor_numel(&f2), 12, 3, 0, 0.0f, 0.1f);
+    ck_assert_int_eq(moe_quant_alloc(&ws, 3, s1, &q1, &c1, &g1), MOE_OK);
+    ck_assert_int_eq(moe_quant_alloc(&ws, 3, s2, &q2, &c2, &g2), MOE_OK);
+    ck_assert_int_eq(moe_ref_quantize(&ws, &f1, NULL, &q1, &c1, NULL), MOE_OK);
+    ck_assert_int_eq(moe_ref_quantize(&ws, &f2, NULL, &q2, &c2, NULL), MOE_OK);
+    moe_tensor ids = tt_new(MOE_I32, 2, Mq, 1, 0), w = tt_new(MOE_F32, 2, Mq, 1, 0);
+    for (int t = 0; t < Mq; t++) ((int32_t *)ids.data)[t] = t % Eq, ((float *)w.data)[t] = 0.5f + 0.0625f * t;
+    moe_forward_args a;
+    memset(&a, 0, sizeof a);
+    a.scheme = sc, a.act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
+    a.topk_ids = &ids, a.topk_weights = &w, a.w1 = &q1, a.w1_scale = &c1, a.w2 = &q2, a.w2_scale = &c2;
+    moe_tensor o_def = tt_new(MOE_BF16, 2, Mq, Hq, 0), o = tt_new(MOE_BF16, 2, Mq, Hq, 0);
+    ck_assert_int_eq(moe_ref_forward(&a, &x, &o_def), MOE_OK);
+    a.a1_domain = MOE_QDOM_ALL_ROWS, a.a2_domain = MOE_QDOM_PER_EXPERT; /* the defaults, named */
+    ck_assert_int_eq(moe_ref_forward(&a, &x, &o), MOE_OK);
+    ck_assert_mem_eq(o.data, o_def.data, o.nbytes);
+    a.a1_domain = MOE_QDOM_PER_EXPERT; /* top-1: each expert's tokens on their own */
+    ck_assert_int_eq(moe_ref_forward(&a, &x, &o), MOE_OK);
+    ck_assert_int_ne(memcmp(o.data, o_def.data, o.nbytes), 0);
+    for (int e = 0; e < Eq; e++) {
+        int n = 0;
+        for (int t = e; t < Mq; t += Eq) n++;
+        moe_tensor xs = tt_new(MOE_BF16, 2, n, Hq, 0), os = tt_new(MOE_BF16, 2, n, Hq, 0);
+        moe_tensor is = tt_new(MOE_I32, 2, n, 1, 0), wsub = tt_new(MOE_F32, 2, n, 1, 0);
+        for (int t = e, r = 0; t < Mq; t += Eq, r++) {
+            memcpy((uint16_t *)xs.data + r * Hq, (uint16_t *)x.data + t * Hq, Hq * 2);
+            ((int32_t *)is.data)[r] = e, ((float *)wsub.data)[r] = ((float *)w.data)[t];
+        }
+        moe_forward_args b = a;
+        b.topk_ids = &is, b.topk_weights = &wsub, b.a1_domain = b.a2_domain = MOE_QDOM_DEFAULT;
+        ck_assert_int_eq(moe_ref_forward(&b, &xs, &os), MOE_OK);
+        for (int t = e, r = 0; t < Mq; t += Eq, r++)
+            ck_assert_mem_eq((uint16_t *)o.data + t * Hq, (uint16_t *)os.data + r * Hq, Hq * 2);
+        moe_tensor_free(&xs), moe_tensor_free(&os), moe_tensor_free(&is), moe_tensor_free(&wsub);
+    }
+    a.a1_domain = MOE_QDOM_DEFAULT, a.a2_domain = MOE_QDOM_ALL_ROWS; /* one a2 scale: differs */
+    ck_assert_int_eq(moe_ref_forward(&a, &x, &o), MOE_OK);
+    ck_assert_int_ne(memcmp(o.data, o_def.data, o.nbytes), 0);
+    for (int t = 0; t < Mq; t++) ((int32_t *)ids.data)[t] = 1; /* one expert: the domains coincide */
+    a.a1_domain = a.a2_domain = MOE_QDOM_DEFAULT;
+    ck_assert_int_eq(moe_ref_forward(&a, &x, &o_def), MOE_OK);
+    a.a1_domain = MOE_QDOM_PER_EXPERT, a.a2_domain = MOE_QDOM_ALL_ROWS;
+    ck_assert_int_eq(moe_ref_forward(&a, &x, &o), MOE_OK);
+    ck_assert_mem_eq(o.data, o_def.data, o.nbytes);
+    a.a1_domain = (moe_qdomain)7;
+    ck_assert_int_eq(moe_ref_forward(&a, &x, &o), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "a1_domain"));
+    moe_tensor *all[] = {&xf, &x, &f1, &f2, &q1, &c1, &g1, &q2, &c2, &g2, &ids, &w, &o_def, &o};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) moe_tensor_free(all[i]);
+}
+END_TEST
+
 START_TEST(errors)
 {
     prob p;
@@ -242,6 +313,7 @@ static Suite *forward_suite(void)
     tcase_add_test(tc, routing_inside_equals_outside);
     tcase_add_test(tc, weights_on_input);
     tcase_add_loop_test(tc, every_scheme_runs, 0, MOE_SCHEME_COUNT);
+    tcase_add_test(tc, quant_domains);
     tcase_add_test(tc, errors);
     suite_add_tcase(s, tc);
     return s;

@@ -13,6 +13,13 @@
  *  6. requantization with the activation spec, per expert for per-tensor
  *     scales (torch_experts computes a dynamic scale over each expert's
  *     rows), or with a static a2 scale;
+ *     steps 3 and 6 take a dynamic per-tensor scale over the domain the
+ *     args name (a1_domain, a2_domain below): the defaults are
+ *     torch_experts'; the other domains are the ones the modular kernel's
+ *     types use upstream (one scale over all rows in TritonExperts' a2,
+ *     one per expert batch in BatchedPrepareAndFinalize's a1), so each
+ *     type has a reference with its own quantization points. Row-wise
+ *     scales (per token, per group) do not depend on the domain;
  *  7. GEMM2 with w2 (+ b2), rounded to x's dtype;
  *  8. combine: out[t] = round(sum_j (w[t,j] * y[t*topk+j])) in f32, slot
  *     order, one rounding (or y itself when weights were on the input).
@@ -31,6 +38,14 @@
 extern "C" {
 #endif
 
+/* The rows one dynamic per-tensor activation scale covers. */
+typedef enum {
+    MOE_QDOM_DEFAULT = 0,  /* a1: all rows; a2: per expert (torch_experts) */
+    MOE_QDOM_ALL_ROWS,     /* one scale over every row of the step */
+    MOE_QDOM_PER_EXPERT,   /* one scale per expert's rows */
+    MOE_QDOM_COUNT
+} moe_qdomain;
+
 typedef struct {
     moe_scheme scheme;
     moe_act_params act;
@@ -47,6 +62,7 @@ typedef struct {
     const moe_tensor *a1_scale, *a2_scale; /* static activation scales, or NULL (dynamic) */
     int weights_on_input;
     int first_expert, num_local_experts;   /* 0, 0: all experts */
+    moe_qdomain a1_domain, a2_domain;      /* dynamic per-tensor scales only */
 } moe_forward_args;
 
 /* x [M, H] (f32, bf16 or f16; the scheme's activation dtype for unquantized
