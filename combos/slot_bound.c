@@ -53,6 +53,18 @@ moe_slot_sums moe_slot_sums_at(const moe_tensor *w, const moe_tensor *y, int k, 
     return s;
 }
 
+moe_slot_sums moe_slot_sums_rows(const moe_tensor *w, const moe_tensor *rows, int k, int64_t t, int64_t h)
+{
+    moe_slot_sums s = {0.0, 0.0, 0.0};
+    int64_t H = rows->shape[1];
+    for (int j = 0; j < k; j++) {
+        double wj = fabs((double)((const float *)w->data)[t * k + j]);
+        double yj = moe_tensor_value_at(rows, (t * k + j) * H + h), hj = moe_half_ulp(rows->dtype, yj);
+        s.A += wj * fabs(yj), s.Aacc += wj * (fabs(yj) + hj), s.Hs += wj * hj;
+    }
+    return s;
+}
+
 static double round_gamma(moe_dtype d, int nf, int nb)
 {
     return pow(1.0 + ldexp(1.0, -24), nf) * pow(1.0 + moe_unit_roundoff(d), nb) - 1.0;

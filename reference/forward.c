@@ -193,6 +193,14 @@ moe_status moe_ref_forward(const moe_forward_args *a, const moe_tensor *x, moe_t
     if ((s = gemm_step(a->scheme, &as, &b.h2, a->a2_scale, a->a2_domain != MOE_QDOM_ALL_ROWS, &b.re, E, a->w2,
                        a->w2_scale, a->w2_global, a->b2, &b.yq, &b.ys, &b.yg, &b.y)))
         goto done;
+    if (a->slot_rows) {
+        if ((s = moe_tensor_expect_host(a->slot_rows, "slot_rows", x->dtype, 2))) goto done;
+        if (a->slot_rows->shape[0] != P || a->slot_rows->shape[1] != H) {
+            s = moe_fail(MOE_ERR_SHAPE, "slot_rows: must be [M*k = %lld, H = %lld]", (long long)P, (long long)H);
+            goto done;
+        }
+        if (P) memcpy(a->slot_rows->data, b.y.data, b.y.nbytes);
+    }
     /* 8: combine */
     const int32_t *re = b.re.data;
     for (int64_t t = 0; t < M; t++)

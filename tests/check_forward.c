@@ -10,6 +10,7 @@
 #include "moe/reduce.h"
 #include "moe/format.h"
 #include "moe/rng.h"
+#include "moe/slot_bound.h"
 #include "test_tensors.h"
 
 enum { M = 9, H = 48, I = 40, E = 6, K = 2 };
@@ -268,6 +269,33 @@ START_TEST(quant_domains)
 }
 END_TEST
 
+/* slot_rows hands out step 7's rows: they equal the one-hot read-back of
+ * moe_slot_read (the identity the harness's bounds rest on). */
+START_TEST(slot_rows_equal_read_back)
+{
+    prob p;
+    make(&p, MOE_BF16, K);
+    moe_forward_args a = fargs(&p, MOE_SCHEME_BF16);
+    moe_tensor rows = tt_new(MOE_BF16, 2, M * K, H, 0), y[K];
+    a.slot_rows = &rows;
+    ck_assert_int_eq(moe_ref_forward(&a, &p.x, &p.out), MOE_OK);
+    a.slot_rows = NULL;
+    ck_assert_int_eq(moe_slot_read(&a, &p.x, K, y), MOE_OK);
+    int differ = 0;
+    for (int t = 0; t < M; t++)
+        for (int j = 0; j < K; j++)
+            differ += memcmp((uint16_t *)rows.data + (t * K + j) * H, (uint16_t *)y[j].data + t * H, H * 2) != 0;
+    ck_assert_int_eq(differ, 0);
+    moe_tensor bad = tt_new(MOE_BF16, 2, M * K, H + 1, 0);
+    a.slot_rows = &bad;
+    ck_assert_int_eq(moe_ref_forward(&a, &p.x, &p.out), MOE_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "slot_rows"));
+    moe_tensor_free(&bad), moe_tensor_free(&rows);
+    for (int j = 0; j < K; j++) moe_tensor_free(&y[j]);
+    unmake(&p);
+}
+END_TEST
+
 START_TEST(errors)
 {
     prob p;
@@ -314,6 +342,7 @@ static Suite *forward_suite(void)
     tcase_add_test(tc, weights_on_input);
     tcase_add_loop_test(tc, every_scheme_runs, 0, MOE_SCHEME_COUNT);
     tcase_add_test(tc, quant_domains);
+    tcase_add_test(tc, slot_rows_equal_read_back);
     tcase_add_test(tc, errors);
     suite_add_tcase(s, tc);
     return s;

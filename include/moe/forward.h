@@ -63,6 +63,10 @@ typedef struct {
     int weights_on_input;
     int first_expert, num_local_experts;   /* 0, 0: all experts */
     moe_qdomain a1_domain, a2_domain;      /* dynamic per-tensor scales only */
+    /* optional output: x's dtype [M*k, H] receives step 7's rows (row
+     * t*k + j: slot j of token t; rows of non-local experts zero), the
+     * per-slot expert outputs the harness's bounds are built from */
+    moe_tensor *slot_rows;
 } moe_forward_args;
 
 /* x [M, H] (f32, bf16 or f16; the scheme's activation dtype for unquantized

@@ -66,6 +66,10 @@ moe_status moe_slot_read(const moe_forward_args *base, const moe_tensor *x, int 
 /* The slot sums of element (t, h): w f32 [M, k], y[k] [M, H]. */
 moe_slot_sums moe_slot_sums_at(const moe_tensor *w, const moe_tensor *y, int k, int64_t t, int64_t h);
 
+/* The same from moe_forward_args.slot_rows ([M*k, H], row t*k + j): one
+ * oracle run instead of k read-backs (check_forward shows both agree). */
+moe_slot_sums moe_slot_sums_rows(const moe_tensor *w, const moe_tensor *rows, int k, int64_t t, int64_t h);
+
 /* The bound on |X - O| above, X's storage dtype d. */
 double moe_slot_bound(moe_dtype d, const moe_slot_path *x, const moe_slot_path *o, const moe_slot_sums *s);
 
