@@ -15,8 +15,11 @@
 #define EXACT_MOVE(stage, why) \
     EXACT_ALL(stage), {"any." stage, stage, "*", "*", MOE_CLASS_EXACT, "", why}
 
-/* the fp32 dot-product bound of a GEMM whose summation order differs */
-#define GEMM_BOUND "gamma_K * sum_k |a_k b_k| + half an ulp of out at |out|"
+/* the fp32 dot-product bound of a GEMM whose summation order differs:
+ * moe_gemm_bound (include/moe/bounds.h has the derivation) */
+#define GEMM_BOUND \
+    "moe_gemm_bound: D + h(ref) + h(|ref| + h(ref) + D), D = 2 gamma_m sum_k |a_k b_k| + 2 u |bias| + underflow; " \
+    "m = K (block tiles: min(128, K) + kt + 1), +1 with bias; h = half an ulp of out's dtype (0 for f32)"
 
 static const moe_tolerance_row ROWS[] = {
     EXACT_MOVE("route", "DESIGN 5: routing is selection, EXACT everywhere"),

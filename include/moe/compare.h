@@ -2,8 +2,11 @@
  * (DESIGN section 5): EXACT (bits equal), SET (equal as multisets of rows
  * per segment, for layouts whose row order is unspecified upstream) and
  * BOUNDED (|got - want| <= a per-element bound derived from the
- * computation). Non-finite values are compared by class (NaN, Inf,
- * finite), never skipped: a class difference fails every class.
+ * computation). Non-finite values are compared by class (NaN, +Inf, -Inf,
+ * finite), never skipped: a class difference fails every class, and two
+ * NaNs match whatever their sign and payload (README "Claims": NaN
+ * payloads are not claimed; encoders produce a canonical NaN). +0 and -0
+ * differ under EXACT and SET (bits) and are within any bound.
  *
  * The metrics are what the sweep, the replay, the golden verify and the
  * reports show: counts, max |delta|, max ULP distance, the largest share
@@ -35,7 +38,7 @@ typedef struct {
 
 typedef struct {
     int64_t n;                  /* elements compared */
-    int64_t mismatches;         /* elements whose bits differ */
+    int64_t mismatches;         /* elements whose bits differ (two NaNs do not; BOUNDED: nor +0 / -0) */
     int64_t class_mismatches;   /* NaN / Inf / finite class differs */
     int64_t bound_failures;     /* BOUNDED: elements over their bound */
     double max_abs;             /* max |got - want| over finite pairs */
@@ -53,13 +56,17 @@ uint32_t moe_tensor_code_at(const moe_tensor *t, int64_t i);
 double moe_tensor_value_at(const moe_tensor *t, int64_t i);
 
 /* got and want: host tensors of one dtype and shape, else MOE_ERR_DTYPE /
- * MOE_ERR_SHAPE naming the argument. EXACT. Accumulates into *m (call
- * moe_cmp_init first; several tensors of one stage add up). */
+ * MOE_ERR_SHAPE (also for data shorter than the layout), MOE_ERR_NULL,
+ * MOE_ERR_INVALID_ARG (a device tensor), the message naming the argument.
+ * EXACT. Accumulates into *m (call moe_cmp_init first; several tensors of
+ * one stage add up). */
 moe_status moe_compare_exact(const moe_tensor *got, const moe_tensor *want, moe_cmp_metrics *m);
 
-/* BOUNDED: bound[i] >= 0 per element (a NULL bound means 0 everywhere).
- * share_out (may be NULL): per-element |got - want| / bound (0 when equal,
- * +inf over a zero bound or a class difference). */
+/* BOUNDED: bound[i] >= 0 per element (a NULL bound means 0 everywhere;
+ * a NaN or negative bound admits no difference). An element passes when
+ * |got - want| <= bound[i] (exactly at the bound passes). share_out (may
+ * be NULL): per-element |got - want| / bound (0 when equal, +inf over a
+ * zero bound or a class difference). */
 moe_status moe_compare_bounded(const moe_tensor *got, const moe_tensor *want, const double *bound,
                                moe_cmp_metrics *m, double *share_out);
 
