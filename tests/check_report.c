@@ -1,0 +1,461 @@
+/* The HTML report (reports/report.py) rendered from the fixtures in
+ * tests/report/: exit codes and messages, byte-identical output for the same
+ * input, no external reference, bad and missing inputs leaving no file, the
+ * nightly comparison, and the page itself in headless Chromium (the DOM after
+ * the scripts ran, no JavaScript error, a screenshot). python3 with jinja2
+ * and chromium are required dependencies: without them the suite fails and
+ * says to run `make deps`.
+ *
+ * Outputs go to $MOE_BUILD/report-test/ (else the build directory this
+ * binary lives in); the screenshot report.png stays there to be looked at. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HAS(buf, s) ck_assert_msg(strstr(buf, s) != NULL, "'%s' not in: %.2000s", s, buf)
+#define LACKS(buf, s) ck_assert_msg(strstr(buf, s) == NULL, "'%s' unexpectedly in the output", s)
+
+#define FIX "tests/report/"
+#define ALL_INPUTS "--sweep " FIX "sweep.jsonl --compat " FIX "compat.json --golden " FIX "golden.json " \
+                   "--golden-diff " FIX "golden_diff.json --bench " FIX "bench.json " \
+                   "--compare " FIX "old.jsonl " FIX "sweep.jsonl"
+#define SWEEP_LINE "Sweep: 16 passed, 2 failed, 2 skipped, 1 error"
+
+static char outdir[PATH_MAX];
+static char no_python[256], no_chromium[256];   /* set by main(): what is not installed */
+static char out_text[1 << 16], err_text[1 << 16];
+static const char *py_env = "";   /* environment assignments before python3 */
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = malloc(cap + 1);
+    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            char *bigger = realloc(buf, 2 * cap + 1);
+            if (!bigger) { free(buf); buf = NULL; break; }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+static void slurp_into(const char *path, char *dst, size_t cap)
+{
+    char *s = slurp(path, NULL);
+    snprintf(dst, cap, "%s", s ? s : "");
+    free(s);
+}
+
+/* system() on a formatted command line; the exit status, or -1 on a signal. */
+static int shf(const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(n > 0 && (size_t)n < sizeof cmd, "command line too long");
+    int st = system(cmd);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+
+static void out_path(char *dst, size_t n, const char *name)
+{
+    int w = snprintf(dst, n, "%s/%s", outdir, name);
+    ck_assert(w > 0 && (size_t)w < n);
+}
+
+/* report.py ARGS --out OUTDIR/NAME; its stdout and stderr in out_text / err_text. */
+static int report(const char *args, const char *name)
+{
+    if (no_python[0]) ck_abort_msg("%s", no_python);
+    char out[PATH_MAX + 64];
+    out_path(out, sizeof out, name);
+    unlink(out);
+    int rc = shf("%s python3 reports/report.py %s --out '%s' > '%s/stdout.txt' 2> '%s/stderr.txt'",
+                 py_env, args, out, outdir, outdir);
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, "stdout.txt");
+    slurp_into(p, out_text, sizeof out_text);
+    out_path(p, sizeof p, "stderr.txt");
+    slurp_into(p, err_text, sizeof err_text);
+    return rc;
+}
+
+static int exists(const char *name)
+{
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, name);
+    return access(p, F_OK) == 0;
+}
+
+/* No file of the output directory starts with ".NAME." (report.py's temporary files). */
+static void no_temp_left(const char *name)
+{
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, ".%s.", name);
+    DIR *d = opendir(outdir);
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        ck_assert_msg(strncmp(e->d_name, prefix, strlen(prefix)) != 0, "temporary file left: %s", e->d_name);
+    closedir(d);
+}
+
+/* Headless Chromium on OUTDIR/HTML (plus a URL fragment, may be "") with
+ * MODE ("--dump-dom" or a screenshot); stdout to OUTDIR/TO. Virtual time
+ * lets the scripts finish first. */
+static int chromium(const char *html, const char *fragment, const char *mode, const char *to)
+{
+    if (no_chromium[0]) ck_abort_msg("%s", no_chromium);
+    char in[PATH_MAX + 64], cwd[PATH_MAX], abs[2 * PATH_MAX + 96];
+    out_path(in, sizeof in, html);
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    snprintf(abs, sizeof abs, "%s%s%s", in[0] == '/' ? "" : cwd, in[0] == '/' ? "" : "/", in);
+    return shf("timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
+               "--user-data-dir='%s/chromium-profile' --virtual-time-budget=5000 --window-size=1400,2000 "
+               "%s 'file://%s%s' > '%s/%s' 2> '%s/chromium-stderr.txt'",
+               outdir, mode, abs, fragment, outdir, to, outdir);
+}
+
+static char *dump_dom(const char *html, const char *fragment)
+{
+    ck_assert_int_eq(chromium(html, fragment, "--dump-dom", "dom.html"), 0);
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, "dom.html");
+    char *dom = slurp(p, NULL);
+    ck_assert_ptr_nonnull(dom);
+    return dom;
+}
+
+/* The text of HAY from marker START up to marker END (both must be there). */
+static char *between(const char *hay, const char *start, const char *end)
+{
+    const char *a = strstr(hay, start);
+    ck_assert_msg(a != NULL, "'%s' not found", start);
+    const char *b = strstr(a + strlen(start), end);
+    ck_assert_msg(b != NULL, "'%s' not found after '%s'", end, start);
+    size_t n = (size_t)(b - a);
+    char *s = malloc(n + 1);
+    memcpy(s, a, n);
+    s[n] = '\0';
+    return s;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int c = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) c++;
+    return c;
+}
+
+static void render_full(const char *name)
+{
+    ck_assert_msg(report(ALL_INPUTS, name) == 0, "report.py failed: %s", err_text);
+}
+
+START_TEST(renders_every_section)
+{
+    render_full("report.html");
+    HAS(out_text, SWEEP_LINE);
+    HAS(out_text, "Golden: 4 golden cases verified, 1 failed");
+    HAS(out_text, "Nightly: 1 new failure, 1 fixed, 3 metric changes, 2 timing changes");
+    HAS(out_text, "report: ");
+    HAS(out_text, "report.html (");
+    ck_assert_str_eq(err_text, "");
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, "report.html");
+    size_t n;
+    char *html = slurp(p, &n);
+    ck_assert_ptr_nonnull(html);
+    ck_assert_msg(n > 50000, "report only %zu bytes", n);
+    const char *ids[] = {"id=\"summary-line\"", "id=\"compat\"", "id=\"cases\"", "id=\"case-data\"",
+                         "id=\"golden\"", "id=\"golden-diff\"", "id=\"nightly\"", "id=\"bench\"",
+                         "class=\"matrix\"", "<svg class=\"plot\""};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) HAS(html, ids[i]);
+    /* self-contained: no fetched resource; the only URLs are the SVG namespace */
+    LACKS(html, "<link");
+    LACKS(html, " src=");
+    LACKS(html, "@import");
+    LACKS(html, "url(");
+    for (const char *h = strstr(html, "http"); h; h = strstr(h + 1, "http"))
+        ck_assert_msg(strncmp(h, "http://www.w3.org/2000/svg", 26) == 0, "external reference: %.60s", h);
+    /* golden: the corrupt case and its reason; the golden diff's files */
+    HAS(html, "out.npy: SHA-256 differs from MANIFEST.sha256");
+    HAS(html, "chip g-corrupt");
+    HAS(html, "(new file)");
+    free(html);
+}
+END_TEST
+
+/* Same bytes twice, also under different string-hash seeds (set order). */
+START_TEST(deterministic)
+{
+    py_env = "PYTHONHASHSEED=1";
+    render_full("det1.html");
+    py_env = "PYTHONHASHSEED=2";
+    render_full("det2.html");
+    char p1[PATH_MAX + 64], p2[PATH_MAX + 64];
+    out_path(p1, sizeof p1, "det1.html");
+    out_path(p2, sizeof p2, "det2.html");
+    size_t n1, n2;
+    char *a = slurp(p1, &n1), *b = slurp(p2, &n2);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "two renders of the same input differ");
+    free(a);
+    free(b);
+}
+END_TEST
+
+START_TEST(chromium_dom)
+{
+    render_full("report.html");
+    char *dom = dump_dom("report.html", "");
+    HAS(dom, "data-status=\"ready\"");
+    char *body = between(dom, "<body", ">");
+    ck_assert_msg(strstr(body, "data-js-errors") == NULL, "JavaScript errors: %.2000s",
+                  strstr(dom, "id=\"js-errors\""));
+    free(body);
+    HAS(dom, "<div id=\"js-errors\" class=\"js-errors\" hidden=\"\">");
+    /* the summary line, first */
+    char *summary = between(dom, "id=\"summary-line\"", "</p>");
+    HAS(summary, "16 passed, 2 failed, 2 skipped, 1 error");
+    free(summary);
+    ck_assert_msg(strstr(dom, "id=\"summary-line\"") < strstr(dom, "id=\"compat\""), "summary not first");
+    /* the compatibility matrix with its rules */
+    char *compat = between(dom, "<section id=\"compat\"", "</section>");
+    HAS(compat, "class=\"matrix\"");
+    HAS(compat, "format-mismatch");
+    HAS(compat, "matching-quant (nyi)");
+    HAS(compat, "42 compatible, 100 structurally invalid, 5 not yet supported");
+    free(compat);
+    /* drawn by the script: every record's row, the count, and the details of
+     * the first failing record, with its mismatches in hex, heatmap and histogram */
+    char *table = between(dom, "<table id=\"case-table\"", "</table>");
+    ck_assert_int_eq(count(table, "<tr data-i="), 21);
+    free(table);
+    HAS(dom, "<span id=\"case-count\" class=\"muted\">21 records</span>");
+    char *details = between(dom, "<div id=\"details\"", "<script type=\"application/json\"");
+    HAS(details, "moe.noep.triton_like.bf16.silu.E8.k2.M40.H256.I128.w1");
+    HAS(details, "+7E.3A");
+    HAS(details, "<svg class=\"heatmap\"");
+    HAS(details, "<svg class=\"histogram\"");
+    free(details);
+    free(dom);
+}
+END_TEST
+
+START_TEST(chromium_screenshot)
+{
+    render_full("report.html");
+    char png[PATH_MAX + 64], arg[PATH_MAX + 96];
+    out_path(png, sizeof png, "report.png");
+    unlink(png);
+    snprintf(arg, sizeof arg, "--screenshot='%s'", png);
+    ck_assert_int_eq(chromium("report.html", "", arg, "screenshot-stdout.txt"), 0);
+    size_t n;
+    unsigned char *b = (unsigned char *)slurp(png, &n);
+    ck_assert_msg(b != NULL, "no screenshot at %s", png);
+    ck_assert_msg(n > 60000, "screenshot only %zu bytes (a blank page is about 13 kB)", n);
+    ck_assert(memcmp(b, "\x89PNG\r\n\x1a\n", 8) == 0);
+    unsigned w = (unsigned)b[16] << 24 | (unsigned)b[17] << 16 | (unsigned)b[18] << 8 | b[19];
+    unsigned h = (unsigned)b[20] << 24 | (unsigned)b[21] << 16 | (unsigned)b[22] << 8 | b[23];
+    ck_assert_uint_eq(w, 1400);
+    ck_assert_uint_eq(h, 2000);
+    free(b);
+}
+END_TEST
+
+/* The table's filters and sort, preset through the URL fragment. */
+START_TEST(chromium_filters)
+{
+    render_full("report.html");
+    /* "hide passing" and a glob: the two failing records of the fp8 block case... */
+    char *dom = dump_dom("report.html", "#filter=*wblock128*M16*&hide=1");
+    char *table = between(dom, "<table id=\"case-table\"", "</table>");
+    ck_assert_int_eq(count(table, "<tr data-i="), 1);
+    HAS(table, "quantize");
+    free(table);
+    HAS(dom, "1 of 21 records");
+    free(dom);
+    /* ...a verdict filter; and a descending sort puts the largest share first */
+    dom = dump_dom("report.html", "#verdict=refused-as-expected");
+    table = between(dom, "<table id=\"case-table\"", "</table>");
+    ck_assert_int_eq(count(table, "<tr data-i="), 3);
+    ck_assert_int_eq(count(table, ">refused-as-expected</span>"), 3);
+    free(table);
+    free(dom);
+    dom = dump_dom("report.html", "#sort=-share");
+    char *body = between(dom, "<table id=\"case-table\"", "</table>");
+    table = between(body, "<tbody>", "</tr>");
+    free(body);
+    HAS(table, "1.87");
+    free(table);
+    HAS(dom, "th data-key=\"share\" class=\"num\" aria-sort=\"descending\"");
+    free(dom);
+}
+END_TEST
+
+/* The check above would see a script error: a report with one injected. */
+START_TEST(chromium_sees_js_errors)
+{
+    render_full("report.html");
+    char src[PATH_MAX + 64], dst[PATH_MAX + 64];
+    out_path(src, sizeof src, "report.html");
+    out_path(dst, sizeof dst, "broken.html");
+    char *html = slurp(src, NULL);
+    ck_assert_ptr_nonnull(html);
+    char *end = strstr(html, "</body>");
+    ck_assert_ptr_nonnull(end);
+    FILE *f = fopen(dst, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*s<script>no_such_function();</script>%s", (int)(end - html), html, end);
+    fclose(f);
+    free(html);
+    char *dom = dump_dom("broken.html", "");
+    HAS(dom, "data-js-errors=\"1\"");
+    HAS(dom, "no_such_function");
+    free(dom);
+}
+END_TEST
+
+START_TEST(malformed_line)
+{
+    ck_assert_int_eq(report("--sweep " FIX "bad.jsonl", "bad.html"), 3);
+    HAS(err_text, "tests/report/bad.jsonl:3: invalid JSON");
+    ck_assert_str_eq(out_text, "");
+    ck_assert(!exists("bad.html"));
+    no_temp_left("bad.html");
+    /* a JSON document: the line of the syntax error */
+    char p[PATH_MAX + 64], args[PATH_MAX + 128];
+    out_path(p, sizeof p, "bad-compat.json");
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"cells\": [\n  {\"pf\": \"noep\"},\n  {\"pf\": \"noep\",, }\n]}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--compat '%s'", p);
+    ck_assert_int_eq(report(args, "bad.html"), 3);
+    HAS(err_text, "bad-compat.json:3: invalid JSON");
+    ck_assert(!exists("bad.html"));
+    /* well-formed JSON that breaks the schema: the line and the field */
+    out_path(p, sizeof p, "bad-verdict.jsonl");
+    f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"type\": \"meta\"}\n{\"type\": \"case\", \"case\": \"c\", \"backend\": \"ref\", \"stage\": \"e2e\", "
+          "\"verdict\": \"passed\"}\n", f);
+    fclose(f);
+    snprintf(args, sizeof args, "--sweep '%s'", p);
+    ck_assert_int_eq(report(args, "bad.html"), 3);
+    HAS(err_text, "bad-verdict.jsonl:2: unknown verdict 'passed'");
+    ck_assert(!exists("bad.html"));
+    no_temp_left("bad.html");
+}
+END_TEST
+
+START_TEST(missing_input)
+{
+    ck_assert_int_eq(report("--sweep " FIX "sweep.jsonl --golden " FIX "no-such-file.json", "missing.html"), 3);
+    HAS(err_text, "tests/report/no-such-file.json: cannot read: No such file or directory");
+    ck_assert(!exists("missing.html"));
+    no_temp_left("missing.html");
+    /* no input at all is a usage error */
+    ck_assert_int_eq(report("", "missing.html"), 2);
+    HAS(err_text, "at least one input");
+    ck_assert(!exists("missing.html"));
+}
+END_TEST
+
+START_TEST(nightly_compare)
+{
+    ck_assert_int_eq(report("--compare " FIX "old.jsonl " FIX "sweep.jsonl", "nightly.html"), 0);
+    HAS(out_text, "Nightly: 1 new failure, 1 fixed, 3 metric changes, 2 timing changes");
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, "nightly.html");
+    char *html = slurp(p, NULL);
+    ck_assert_ptr_nonnull(html);
+    char *nf = between(html, "id=\"nightly-new-failures\"", "id=\"nightly-fixed\"");
+    HAS(nf, "moe.noep.triton_like.bf16.silu.E8.k2.M40.H256.I128.w1");
+    HAS(nf, "<span class=\"chip v-pass\">pass</span>");
+    HAS(nf, "<span class=\"chip v-fail\">fail</span>");
+    free(nf);
+    char *fixed = between(html, "id=\"nightly-fixed\"", "id=\"nightly-metrics\"");
+    HAS(fixed, "moe.noep.ck_fused.bf16.gelu.E16.k4.M64.H512.I256.w1");
+    LACKS(fixed, "moe.noep.triton_like.bf16.silu.E8.k2.M40.H256.I128.w1");
+    free(fixed);
+    char *timing = between(html, "id=\"nightly-timing\"", "</section>");
+    HAS(timing, "timing only, not a conformance result");
+    HAS(timing, "2.50× slower");
+    HAS(timing, "0.45× faster");
+    free(timing);
+    /* without --sweep, the new run is shown in full too */
+    HAS(html, "id=\"case-data\"");
+    free(html);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    /* Where the outputs go: $MOE_BUILD/report-test, else next to tests/. */
+    const char *build = getenv("MOE_BUILD");
+    char exe_dir[PATH_MAX] = "build";
+    if (!build || !*build) {
+        const char *slash = argc > 0 ? strstr(argv[0], "/tests/") : NULL;
+        if (slash) snprintf(exe_dir, sizeof exe_dir, "%.*s", (int)(slash - argv[0]), argv[0]);
+        build = exe_dir;
+    }
+    int w = snprintf(outdir, sizeof outdir, "%s/report-test", build);
+    if (w < 0 || (size_t)w >= sizeof outdir) {
+        fprintf(stderr, "check_report: build directory path too long\n");
+        return EXIT_FAILURE;
+    }
+    mkdir(build, 0755);
+    if (mkdir(outdir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "check_report: cannot create %s: %s\n", outdir, strerror(errno));
+        return EXIT_FAILURE;
+    }
+    /* Required dependencies: their absence fails the suite, with the fix. */
+    if (system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0)
+        snprintf(no_python, sizeof no_python,
+                 "python3 with jinja2 is required (reports/requirements.txt): run `make deps`");
+    if (system("command -v chromium >/dev/null 2>&1") != 0)
+        snprintf(no_chromium, sizeof no_chromium, "chromium is required to check the report: run `make deps`");
+
+    Suite *s = suite_create("report");
+    TCase *tc = tcase_create("report.py");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, renders_every_section);
+    tcase_add_test(tc, deterministic);
+    tcase_add_test(tc, malformed_line);
+    tcase_add_test(tc, missing_input);
+    tcase_add_test(tc, nightly_compare);
+    tcase_add_test(tc, chromium_dom);
+    tcase_add_test(tc, chromium_filters);
+    tcase_add_test(tc, chromium_screenshot);
+    tcase_add_test(tc, chromium_sees_js_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    char png[PATH_MAX + 16];
+    snprintf(png, sizeof png, "%s/report.png", outdir);
+    if (access(png, F_OK) == 0) printf("screenshot: %s\n", png);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
