@@ -65,24 +65,8 @@ static float fb(uint16_t c) { return moe_bf16_to_f32(c); }
 static void gen_ids(int32_t *ids, int64_t rows, int K, int E, uint64_t seed, unsigned neg1_pct,
                     int distinct)
 {
-    uint64_t st = moe_rng_stream_id("dispatch.ids");
-    for (int64_t r = 0; r < rows; r++)
-        for (int k = 0; k < K; k++) {
-            uint64_t idx = (uint64_t)(r * K + k) << 8;
-            int32_t e;
-            for (;;) {
-                uint32_t u = moe_rng_u32(seed, st, idx++);
-                e = (int32_t)(u % (uint32_t)E);
-                if ((u >> 20) % 100 < neg1_pct) {
-                    e = -1;
-                    break;
-                }
-                int dup = 0;
-                for (int j = 0; distinct && j < k; j++) dup |= ids[r * K + j] == e;
-                if (!dup) break;
-            }
-            ids[r * K + k] = e;
-        }
+    ck_assert_int_eq(moe_rng_topk_ids(ids, rows, K, E, seed, moe_rng_stream_id("dispatch.ids"), neg1_pct, distinct),
+                     MOE_OK);
 }
 
 /* Small integers (exact in bf16 and in every sum below). */

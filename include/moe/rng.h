@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "moe/status.h"
+#include "moe/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +38,19 @@ moe_status moe_rng_fill_normal(float *dst, size_t n, uint64_t seed, uint64_t str
 /* A stable 64-bit stream id for a name (FNV-1a), so "moe.noep...w_gate"
  * addresses the same numbers everywhere. */
 uint64_t moe_rng_stream_id(const char *name);
+
+/* ---- seeded inputs (reference/rng_inputs.c): one copy of each rule for
+ * the digest, the goldens and the tests ---- */
+
+/* Fills host tensor t (f32, bf16 or f16) with normals of (seed, stream)
+ * from index 0, rounded once to t's dtype under IEEE RNE. */
+moe_status moe_tensor_fill_normal(moe_tensor *t, uint64_t seed, uint64_t stream, float mean, float stddev);
+
+/* rows x k top-k ids in [0, E): slot (r, j) draws from index (r*k + j) << 8
+ * upwards, is -1 with probability neg1_pct / 100 (top bits of the draw), and
+ * with `distinct` redraws an id its row already holds (needs k <= E). */
+moe_status moe_rng_topk_ids(int32_t *ids, int64_t rows, int k, int num_experts, uint64_t seed,
+                            uint64_t stream, unsigned neg1_pct, int distinct);
 
 #ifdef __cplusplus
 }

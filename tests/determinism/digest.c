@@ -28,12 +28,10 @@ static moe_tensor t_new(moe_dtype d, int ndim, int64_t a, int64_t b, int64_t c)
 
 static void fill_normal(moe_tensor *t, uint64_t stream, float sd)
 {
-    int64_t n = moe_tensor_numel(t);
-    float *f = malloc(sizeof(float) * (size_t)(n + 1));
-    moe_rng_fill_normal(f, (size_t)n, 2026, stream, 0, 0.0f, sd);
-    if (t->dtype == MOE_F32) memcpy(t->data, f, sizeof(float) * (size_t)n);
-    else moe_encode_array(t->dtype, f, (size_t)n, MOE_POLICY_IEEE_RNE, t->data, NULL);
-    free(f);
+    if (moe_tensor_fill_normal(t, 2026, stream, 0.0f, sd) != MOE_OK) {
+        fprintf(stderr, "fill: %s\n", moe_last_error());
+        exit(2);
+    }
 }
 
 /* Prints "name digest" over the listed tensors (or the failure). */
