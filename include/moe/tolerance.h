@@ -5,8 +5,9 @@
  *
  * stage: an ops-table entry name ("route", "grouped_gemm", ...) or
  * "e2e/<comparison class>" for a modular-kernel forward against
- * moe_ref_forward (the classes of combos/sweep_class.c). backend and scheme
- * may be "*". Rows are searched in order; the first match wins, so
+ * moe_ref_forward (the classes of combos/sweep_class.c); a row for "e2e/any"
+ * matches every e2e class and holds the backend to the same pair run on
+ * the reference backend instead (EXACT). backend and scheme may be "*". Rows are searched in order; the first match wins, so
  * specific rows come before wildcards. */
 #ifndef MOE_TOLERANCE_H
 #define MOE_TOLERANCE_H
