@@ -65,9 +65,21 @@ moe_slot_sums moe_slot_sums_rows(const moe_tensor *w, const moe_tensor *rows, in
     return s;
 }
 
+/* G(nf, nb); the harness asks for the same counts element after element,
+ * so the last value per thread is kept */
 static double round_gamma(moe_dtype d, int nf, int nb)
 {
-    return pow(1.0 + ldexp(1.0, -24), nf) * pow(1.0 + moe_unit_roundoff(d), nb) - 1.0;
+    static _Thread_local struct {
+        moe_dtype d;
+        int nf, nb, valid;
+        double g;
+    } memo[2];
+    for (int i = 0; i < 2; i++)
+        if (memo[i].valid && memo[i].d == d && memo[i].nf == nf && memo[i].nb == nb) return memo[i].g;
+    double g = pow(1.0 + ldexp(1.0, -24), nf) * pow(1.0 + moe_unit_roundoff(d), nb) - 1.0;
+    memo[1] = memo[0];
+    memo[0].d = d, memo[0].nf = nf, memo[0].nb = nb, memo[0].valid = 1, memo[0].g = g;
+    return g;
 }
 
 double moe_slot_bound(moe_dtype d, const moe_slot_path *x, const moe_slot_path *o, const moe_slot_sums *s)
