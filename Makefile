@@ -49,7 +49,7 @@ CUDA_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRC))
 GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
 endif
 
-.PHONY: all run bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
+.PHONY: all run report nightly bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
 all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
 
 $(BUILD)/obj/%.o: %.c
@@ -59,6 +59,9 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests -Itests/oracle -MMD -MP -c $< -o $@
+
+# the sweep's run metadata names the flags the reference was built with
+$(BUILD)/obj/combos/cli_sweep.o: CFLAGS += -DMOE_BUILD_CFLAGS='"$(strip $(REFFLAGS) $(SANFLAGS) $(OMPFLAGS))"'
 
 $(BUILD)/libmoe_ref.a: $(REF_OBJ)
 	@mkdir -p $(dir $@)
@@ -87,12 +90,21 @@ cuda:
 	@echo "note: $(NVCC) not found; skipped the CUDA tree ($(words $(CUDA_SRC)) .cu files) and $(words $(GPU_TEST_SRC)) GPU test binaries"
 endif
 
-# make run: the main job. Until the sweep harness lands it runs every
-# reference stage and moe_ref_forward for every scheme on moe-digest's fixed
-# case list and prints one SHA-256 per case.
+# make run: the main job. Golden verify, the standard tier of the sweep on
+# every backend (those not built or without a device are reported as
+# skipped), the compatibility matrix and one HTML report, in $(BUILD)/run
+# (reports/job.sh). make report re-renders it; make nightly runs the full
+# tier into results/<date>-<rev>/ and compares with the previous nightly.
 run: deps
-	@$(MAKE) --no-print-directory all $(BUILD)/moe-digest
-	$(BUILD)/moe-digest
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh reports/job.sh run
+
+report:
+	@BUILD=$(BUILD) sh reports/job.sh report
+
+nightly: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh reports/job.sh nightly
 
 # make check: install what is missing, build, run every suite. A suite that
 # exits 77 is a skip (no GPU); any other non-zero status fails the target.

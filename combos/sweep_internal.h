@@ -26,6 +26,7 @@ typedef struct {
     moe_tensor q1, s1, g1, q2, s2, g2;
     moe_mk_weights mw;
     moe_forward_args fa;
+    int wpin;   /* 1 + the pinned weight entry (the thread's cached problem only), 0: none */
 } sweep_problem;
 
 moe_status sweep_problem_make(const moe_sweep_case *c, const sweep_class *k, sweep_problem *p);

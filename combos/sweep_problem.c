@@ -37,19 +37,32 @@ void moe_sweep_matched_groups(float *f, int64_t n)
     }
 }
 
+/* Weights shared by the threads: a small pool of entries, each pinned by
+ * the problems that view it (users), rebuilt only when unpinned. Built
+ * inside the critical section, so two threads that need the same weights
+ * build them once. */
 typedef struct {
     uint64_t key;
-    int valid;
+    int valid, users;
     moe_tensor q1, s1, g1, q2, s2, g2;
-} weight_cache;
+} weight_entry;
 
-static _Thread_local weight_cache cache;
+enum { POOL = 8 };
+static weight_entry pool[POOL];
 
-static void release_weights(void)
+static void free_entry(weight_entry *e)
 {
-    moe_tensor *ts[] = {&cache.q1, &cache.s1, &cache.g1, &cache.q2, &cache.s2, &cache.g2};
+    moe_tensor *ts[] = {&e->q1, &e->s1, &e->g1, &e->q2, &e->s2, &e->g2};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) moe_tensor_free(ts[i]);
-    cache.valid = 0;
+    e->valid = 0;
+}
+
+static void unpin(int pin)
+{
+    int slot = pin - 1;
+    if (slot < 0) return;
+#pragma omp critical(moe_sweep_weights)
+    pool[slot].users--;
 }
 
 /* the last problem of this thread: cells of one matrix row share it;
@@ -61,7 +74,9 @@ void moe_sweep_cache_release(void)
 {
     sweep_problem_free(&last);
     memset(&last, 0, sizeof last);
-    release_weights();
+#pragma omp critical(moe_sweep_weights)
+    for (int i = 0; i < POOL; i++)
+        if (pool[i].valid && pool[i].users == 0) free_entry(&pool[i]);
 }
 
 static moe_status quant_weights(const moe_quant_spec *ws, int64_t E, int64_t N, int64_t K, uint64_t seed,
@@ -78,23 +93,43 @@ static moe_status quant_weights(const moe_quant_spec *ws, int64_t E, int64_t N, 
     return st;
 }
 
+static moe_status build(const moe_sweep_case *c, int n1, uint64_t key, weight_entry *e)
+{
+    moe_quant_spec ws;
+    moe_status st = moe_scheme_spec(c->scheme, MOE_OPERAND_WEIGHT, &ws);
+    if (st || (st = quant_weights(&ws, c->E, n1, c->H, key, 2, &e->q1, &e->s1, &e->g1)) ||
+        (st = quant_weights(&ws, c->E, c->H, c->I, key, 3, &e->q2, &e->s2, &e->g2)))
+        return free_entry(e), st;
+    e->key = key, e->valid = 1;
+    return MOE_OK;
+}
+
 static moe_status weights(const moe_sweep_case *c, int n1, sweep_problem *p)
 {
     uint64_t key = mix(mix(mix(mix(mix(c->seed, (uint64_t)c->scheme), (uint64_t)c->E), (uint64_t)c->H),
                            (uint64_t)c->I), (uint64_t)n1);
-    if (!cache.valid || cache.key != key) {
-        release_weights();
-        moe_quant_spec ws;
-        moe_status st = moe_scheme_spec(c->scheme, MOE_OPERAND_WEIGHT, &ws);
-        if (st || (st = quant_weights(&ws, c->E, n1, c->H, key, 2, &cache.q1, &cache.s1, &cache.g1)) ||
-            (st = quant_weights(&ws, c->E, c->H, c->I, key, 3, &cache.q2, &cache.s2, &cache.g2))) {
-            release_weights();
-            return st;
+    moe_status st = MOE_OK;
+    int slot = -1;
+#pragma omp critical(moe_sweep_weights)
+    {
+        for (int i = 0; i < POOL && slot < 0; i++)
+            if (pool[i].valid && pool[i].key == key) slot = i;
+        for (int i = 0; i < POOL && slot < 0; i++) /* an empty entry, else an unpinned one */
+            if (!pool[i].valid) slot = i;
+        for (int i = 0; i < POOL && slot < 0; i++)
+            if (pool[i].users == 0) slot = i;
+        if (slot < 0) st = moe_fail(MOE_ERR_NOMEM, "sweep: more than %d weight sets pinned at once", POOL);
+        else if (!(pool[slot].valid && pool[slot].key == key)) {
+            free_entry(&pool[slot]);
+            st = build(c, n1, key, &pool[slot]);
         }
-        cache.key = key, cache.valid = 1;
+        if (st == MOE_OK) pool[slot].users++;
     }
-    /* views: the problem never frees the cached weights */
-    p->q1 = cache.q1, p->s1 = cache.s1, p->g1 = cache.g1, p->q2 = cache.q2, p->s2 = cache.s2, p->g2 = cache.g2;
+    if (st) return st;
+    const weight_entry *e = &pool[slot];
+    p->wpin = slot + 1;
+    /* views: the problem never frees the pooled weights */
+    p->q1 = e->q1, p->s1 = e->s1, p->g1 = e->g1, p->q2 = e->q2, p->s2 = e->s2, p->g2 = e->g2;
     moe_tensor *ts[] = {&p->q1, &p->s1, &p->g1, &p->q2, &p->s2, &p->g2};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ts[i]->owns = 0;
     return MOE_OK;
@@ -136,6 +171,7 @@ static void own_nothing(sweep_problem *p)
 {
     moe_tensor *ts[] = {&p->x, &p->ids, &p->w, &p->out, &p->slots};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) ts[i]->owns = 0;
+    p->wpin = 0; /* the pin stays with the thread's last problem */
 }
 
 static void relink(sweep_problem *p)
@@ -197,4 +233,6 @@ void sweep_problem_free(sweep_problem *p)
 {
     moe_tensor *ts[] = {&p->x, &p->ids, &p->w, &p->out, &p->slots};
     for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) moe_tensor_free(ts[i]);
+    unpin(p->wpin);
+    p->wpin = 0;
 }
