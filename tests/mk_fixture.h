@@ -13,6 +13,7 @@
 #include "moe/forward.h"
 #include "moe/modular.h"
 #include "moe/rng.h"
+#include "moe/sweep.h"
 #include "test_tensors.h"
 
 typedef struct {
@@ -24,22 +25,8 @@ typedef struct {
     moe_mk_weights mw;
 } mkf_prob;
 
-/* Every 128-channel group gets amax 1.75 = 448 * 2^-8 (the others clamped
- * to |x| <= 1.5): there DeepEP-LL's per-128 cast and the scheme's per-128
- * rule give the same bytes and scales. */
-static inline void mkf_matched_groups(float *f, int64_t n)
-{
-    for (int64_t g = 0; g < n / 128; g++) {
-        float *v = f + g * 128;
-        int im = 0;
-        for (int i = 0; i < 128; i++) {
-            if (fabsf(v[i]) > fabsf(v[im])) im = i;
-            if (v[i] > 1.5f) v[i] = 1.5f;
-            if (v[i] < -1.5f) v[i] = -1.5f;
-        }
-        v[im] = v[im] < 0 ? -1.75f : 1.75f;
-    }
-}
+/* DeepEP-LL-matched 128-groups (include/moe/sweep.h). */
+static inline void mkf_matched_groups(float *f, int64_t n) { moe_sweep_matched_groups(f, n); }
 
 /* x [G, H] and the quantized weights. wsd: the weights' standard
  * deviation; matched: mkf_matched_groups on x. Streams 1-3 of seed. */
