@@ -28,7 +28,12 @@ CHECK_LIBDIR := $(shell pkg-config --variable=libdir check 2>/dev/null)
 GPU_CHECK_LIBS := $(CHECK_LIBDIR)/libcheck_pic.a $(CHECK_LIBDIR)/libsubunit.a -lrt -lm
 NVCCFLAGS := -std=c++17 -O2 -arch=sm_90a --fmad=false --prec-div=true --prec-sqrt=true --ftz=false -Iinclude -I.
 
+# The CPU backend (optimized/cpu/) links OpenBLAS built with OpenMP.
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null)
+
 REF_SRC    := $(wildcard reference/*.c reference/formats/*.c)
+CPU_SRC    := $(wildcard optimized/cpu/*.c)
 COMBOS_SRC := $(filter-out combos/main_%.c,$(wildcard combos/*.c))
 ORACLE_SRC := tests/oracle/oracle.c
 TEST_SRC   := $(wildcard tests/check_*.c)
@@ -37,6 +42,7 @@ TOOLS      := $(patsubst combos/main_%.c,$(BUILD)/moe-%,$(wildcard combos/main_*
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 REF_OBJ    := $(call obj,$(REF_SRC))
 COMBOS_OBJ := $(call obj,$(COMBOS_SRC))
+CPU_OBJ    := $(call obj,$(CPU_SRC))
 ORACLE_OBJ := $(call obj,$(ORACLE_SRC))
 TESTS      := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
@@ -50,7 +56,7 @@ GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
 endif
 
 .PHONY: all run report nightly bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
-all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
+all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -70,12 +76,22 @@ $(BUILD)/libmoe_ref.a: $(REF_OBJ)
 $(BUILD)/libmoe_combos.a: $(COMBOS_OBJ)
 	ar crs $@ $^
 
-$(BUILD)/moe-%: $(BUILD)/obj/combos/main_%.o $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a
-	$(CC) $(LDFLAGS) $^ $(LDLIBS) -o $@
-
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a
+$(BUILD)/obj/optimized/cpu/%.o: CFLAGS += $(BLAS_CFLAGS)
+$(BUILD)/libmoe_cpu.a: $(CPU_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $^ $(CHECK_LIBS) $(LDLIBS) -o $@
+	ar crs $@ $^
+
+# Backends are found through weak references (combos/backends.c), which do
+# not pull archive members in: the CPU library is linked whole.
+BACKEND_LIBS = -Wl,--whole-archive $(BUILD)/libmoe_cpu.a -Wl,--no-whole-archive
+
+$(BUILD)/moe-%: $(BUILD)/obj/combos/main_%.o $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a
+	$(CC) $(LDFLAGS) $< $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(BUILD)/libmoe_ref.a $(LDLIBS) $(BLAS_LIBS) -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) $< $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(BUILD)/libmoe_ref.a \
+	  $(CHECK_LIBS) $(LDLIBS) $(BLAS_LIBS) -o $@
 
 ifeq ($(HAVE_NVCC),yes)
 cuda: $(CUDA_OBJ) $(GPU_TESTS)
