@@ -76,7 +76,7 @@ $(BUILD)/libmoe_ref.a: $(REF_OBJ)
 $(BUILD)/libmoe_combos.a: $(COMBOS_OBJ)
 	ar crs $@ $^
 
-$(BUILD)/obj/optimized/cpu/%.o: CFLAGS += $(BLAS_CFLAGS)
+$(BUILD)/obj/optimized/cpu/%.o $(BUILD)/obj/combos/cli_bench.o: CFLAGS += $(BLAS_CFLAGS)
 $(BUILD)/libmoe_cpu.a: $(CPU_OBJ)
 	@mkdir -p $(dir $@)
 	ar crs $@ $^

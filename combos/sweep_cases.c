@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "moe/compat.h"
+#include "moe/shapes.h"
 #include "moe/sweep.h"
 
 static const char *const TIER_NAMES[MOE_TIER_COUNT] = {"quick", "standard", "full"};
@@ -36,18 +37,21 @@ typedef struct {
     moe_act act;
 } shape_row;
 
-/* DeepSeek-V3 (E 256, top-8, H 7168, I 2048), Mixtral-8x7B (8, 2, 4096,
- * 14336), Qwen3-30B-A3B (128, 8, 2048, 768), gpt-oss-120b (128, 4, 2880,
- * 2880, SwiGLU-OAI): H and I divided down to multiples of 128 (every
- * scheme's group sizes divide them) */
+/* the CPU tiers' shapes: the standard shapes (include/moe/shapes.h) with
+ * H and I scaled down, named "<model>/cpu" */
 static const shape_row TINY = {"tiny", 8, 2, 256, 128, MOE_ACT_SILU};
-static const shape_row MODELS[] = {
-    {"deepseek-v3/28", 256, 8, 256, 128, MOE_ACT_SILU},
-    {"mixtral-8x7b/16", 8, 2, 256, 896, MOE_ACT_SILU},
-    {"qwen3-30b-a3b/8", 128, 8, 256, 128, MOE_ACT_SILU},
-    {"gpt-oss-120b/22", 128, 4, 128, 128, MOE_ACT_SWIGLUOAI},
-};
-enum { NMODELS = sizeof MODELS / sizeof MODELS[0] };
+enum { NMODELS = 4 };
+static shape_row MODELS[NMODELS];
+static char MODEL_NAMES[NMODELS][48];
+
+static void load_models(void)
+{
+    for (int i = 0; i < NMODELS && i < moe_shape_count(); i++) {
+        const moe_shape *m = moe_shape_get(i);
+        snprintf(MODEL_NAMES[i], sizeof MODEL_NAMES[i], "%s/cpu", m->name);
+        MODELS[i] = (shape_row){MODEL_NAMES[i], m->E, m->k, m->H_cpu, m->I_cpu, m->act};
+    }
+}
 
 static const int M_ROT[] = {1, 3, 5, 7, 16, 2, 11, 4, 13, 8};
 static const int K_ALL[] = {1, 2, 3, 6, 8};
@@ -145,6 +149,7 @@ moe_status moe_sweep_enumerate(moe_sweep_tier tier, uint64_t seed, moe_sweep_cas
     case_list l = {NULL, 0, 0};
     int rot = 0;
     moe_status st = MOE_OK;
+    load_models();
     if (tier != MOE_TIER_STANDARD) st = add_shape(&l, &TINY, tier, seed, &rot);
     for (int i = 0; st == MOE_OK && tier != MOE_TIER_QUICK && i < NMODELS; i++) st = add_shape(&l, &MODELS[i], tier, seed, &rot);
     if (st) return free(l.v), st;

@@ -14,6 +14,7 @@ extern "C" {
 int moe_cli_fmt(int argc, char **argv, FILE *out, FILE *err);
 int moe_cli_compat(int argc, char **argv, FILE *out, FILE *err);
 int moe_cli_sweep(int argc, char **argv, FILE *out, FILE *err);
+int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err);
 
 #ifdef __cplusplus
 }
