@@ -113,7 +113,7 @@ static void compare_e2e(const moe_sweep_case *c, const sweep_class *k, const swe
     moe_status st;
     moe_cmp_init(&r->m);
     r->has_metrics = 1, r->cols = c->H;
-    if (r->cls != MOE_CLASS_BOUNDED) {
+    if (r->cls != MOE_CLASS_BOUNDED || r->stagewise) {
         st = moe_compare_exact(out, &p->out, &r->m);
     } else {
         int64_t n = (int64_t)p->G * c->H;
@@ -136,6 +136,10 @@ static void compare_e2e(const moe_sweep_case *c, const sweep_class *k, const swe
     if (st) {
         r->verdict = MOE_VERDICT_ERROR, r->has_metrics = 0;
         snprintf(r->reason, sizeof r->reason, "compare: %s", moe_last_error());
+        return;
+    }
+    if (r->stagewise) { /* the replay's records decide (replay_records) */
+        r->verdict = MOE_VERDICT_PASS;
         return;
     }
     r->verdict = moe_cmp_pass(&r->m, r->cls) ? MOE_VERDICT_PASS : MOE_VERDICT_FAIL;
@@ -226,6 +230,7 @@ static void run_backend(const moe_sweep_case *c, const sweep_class *k, const swe
     /* an "e2e/any" row: the reference is the same pair on the reference backend */
     sweep_problem pk = *p;
     int vs_kernel = st == MOE_OK && !strcmp(row->stage, "e2e/any");
+    r->stagewise = vs_kernel && row->cls == MOE_CLASS_BOUNDED && rp;
     if (vs_kernel) {
         moe_mk_config rc = mk_config(c, &moe_ops_ref);
         moe_mk *rk = NULL;
@@ -299,7 +304,16 @@ moe_status moe_sweep_run_case(const moe_sweep_case *c, const moe_sweep_options *
         moe_replay *rp = ops == &moe_ops_ref ? NULL : malloc(sizeof *rp);
         if (ops != &moe_ops_ref && !rp) return moe_sweep_records_free(l.v, l.n), moe_fail(MOE_ERR_NOMEM, "replay");
         run_backend(c, &k, &p, bname, ops, r, rp);
+        int e2e = l.n - 1, stagewise = r->stagewise;
         moe_status rs = rp ? replay_records(c, rp, bname, &l) : MOE_OK;
+        if (rs == MOE_OK && stagewise && l.v[e2e].verdict == MOE_VERDICT_PASS) /* every stage within its row */
+            for (int i = e2e + 1; i < l.n; i++)
+                if (l.v[i].verdict != MOE_VERDICT_PASS) {
+                    l.v[e2e].verdict = MOE_VERDICT_FAIL;
+                    snprintf(l.v[e2e].reason, sizeof l.v[e2e].reason, "stage %s fails its row on its own inputs",
+                             l.v[i].stage);
+                    break;
+                }
         free(rp);
         if (rs) return moe_sweep_records_free(l.v, l.n), sweep_problem_free(&p), rs;
     }

@@ -70,6 +70,16 @@ static const moe_tolerance_row ROWS[] = {
      * run on the reference backend, bit for bit, whatever the pair's class */
     {"cuda-conform.e2e", "e2e/any", "cuda-conform", "*", MOE_CLASS_EXACT, "",
      "DESIGN 5: the conformance build is EXACT end to end (against the pair on the reference backend)"},
+    /* a backend whose GEMMs reorder sums: BOUNDED stages compose through the
+     * activation and the requantization (a code flip of a quantized
+     * intermediate), which no end-to-end bound here models; so the forward
+     * passes when every stage the replay saw is within its own row, and its
+     * difference from the pair on the reference backend is reported */
+    {"cpu.e2e", "e2e/any", "cpu", "*", MOE_CLASS_BOUNDED, "every replayed stage within its row (GEMM: moe_gemm_bound)",
+     "stage-wise: bounded GEMMs composed with requantization have no derived end-to-end bound (README Claims)"},
+    {"cuda-fast.e2e", "e2e/any", "cuda-fast", "*", MOE_CLASS_BOUNDED,
+     "every replayed stage within its row (GEMM: moe_gemm_bound)",
+     "stage-wise: bounded GEMMs composed with requantization have no derived end-to-end bound (README Claims)"},
     {"e2e.exact", "e2e/exact", "*", "*", MOE_CLASS_EXACT, "",
      "noep x ref runs the oracle's own stages in the oracle's order"},
     {"e2e.f32-sum", "e2e/f32-sum", "*", "*", MOE_CLASS_BOUNDED, "G(k+1+R, 2) A + G(k+1, 1) A + eta",

@@ -10,7 +10,9 @@
 #include <unistd.h>
 #include "cli_run.h"
 #include "moe/cli.h"
+#include "moe/bounds.h"
 #include "moe/compat.h"
+#include "moe/format.h"
 #include "moe/sweep.h"
 
 static long count_verdicts(moe_sweep_tier tier, const char *only_pf, const moe_sweep_options *o, long *cnt,
@@ -71,29 +73,29 @@ START_TEST(jobs_do_not_change_records)
     char a[64], b[64], args[256];
     snprintf(a, sizeof a, "/tmp/moe_sweep_j1_%d.jsonl", (int)getpid());
     snprintf(b, sizeof b, "/tmp/moe_sweep_j2_%d.jsonl", (int)getpid());
-    snprintf(args, sizeof args, "--backend ref,cpu --filter moe.*.w[14] --no-time --quiet --jobs 1 --out %s", a);
+    snprintf(args, sizeof args, "--backend ref,cuda-fast --filter moe.*.w[14] --no-time --quiet --jobs 1 --out %s", a);
     ck_assert_int_eq(cli_run(moe_cli_sweep, "moe-sweep", args), 0);
-    snprintf(args, sizeof args, "--backend ref,cpu --filter moe.*.w[14] --no-time --quiet --jobs 2 --out %s", b);
+    snprintf(args, sizeof args, "--backend ref,cuda-fast --filter moe.*.w[14] --no-time --quiet --jobs 2 --out %s", b);
     ck_assert_int_eq(cli_run(moe_cli_sweep, "moe-sweep", args), 0);
     HAS(out_buf, " passed, 0 failed, ");
     FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
     ck_assert_ptr_nonnull(fa);
     ck_assert_ptr_nonnull(fb);
     static char la[1 << 16], lb[1 << 16];
-    long lines = 0, differ = 0, cpu_skipped = 0;
+    long lines = 0, differ = 0, unbuilt_skipped = 0;
     while (fgets(la, sizeof la, fa)) {
         ck_assert_ptr_nonnull(fgets(lb, sizeof lb, fb));
         if (lines++ == 0) continue; /* meta: jobs */
         differ += strcmp(la, lb) != 0;
-        cpu_skipped += strstr(la, "\"backend\":\"cpu\"") && strstr(la, "\"verdict\":\"skipped\"") &&
-                       strstr(la, "not built");
+        unbuilt_skipped += strstr(la, "\"backend\":\"cuda-fast\"") && strstr(la, "\"verdict\":\"skipped\"") &&
+                           strstr(la, "not built");
     }
     ck_assert_ptr_null(fgets(lb, sizeof lb, fb));
     fclose(fa), fclose(fb);
     remove(a), remove(b);
     ck_assert_int_gt(lines, 100);
     ck_assert_int_eq(differ, 0);
-    ck_assert_int_gt(cpu_skipped, 10); /* an unbuilt backend is skipped, never passed */
+    ck_assert_int_gt(unbuilt_skipped, 10); /* an unbuilt backend is skipped, never passed */
 }
 END_TEST
 
@@ -155,6 +157,62 @@ START_TEST(wrong_stage_is_named)
         if (!strcmp(r[i].stage, "activation")) act_fail = r[i].verdict == MOE_VERDICT_FAIL && r[i].m.max_ulp == 1.0;
     ck_assert(act_fail);
     moe_sweep_records_free(r, nr);
+    moe_sweep_cache_release();
+}
+END_TEST
+
+/* A backend whose GEMM reorders sums (cpu's row): the forward is judged
+ * stage by stage. A GEMM output off by a quarter of its derived bound
+ * passes (BOUNDED stage, e2e from the replay); off by twice the bound, the
+ * e2e record fails naming grouped_gemm. */
+static double gemm_scale;
+static moe_status shaky_gemm(const moe_gemm_args *g, moe_tensor *out)
+{
+    moe_status st = moe_ops_ref.grouped_gemm(g, out);
+    if (st || moe_tensor_numel(out) == 0) return st;
+    double *b = malloc(sizeof(double) * (size_t)moe_tensor_numel(out));
+    if (!b) return moe_fail(MOE_ERR_NOMEM, "test");
+    st = moe_gemm_bound(g, out, b);
+    /* element 0 moved by gemm_scale x its bound, rounded away from the value */
+    if (st == MOE_OK && out->dtype == MOE_BF16) {
+        uint16_t *o = out->data;
+        float v = moe_bf16_to_f32(o[0]), d = (float)(gemm_scale * b[0]);
+        o[0] = moe_f32_to_bf16(v + d, MOE_POLICY_NONSAT_RZ, NULL);
+    }
+    free(b);
+    return st;
+}
+
+START_TEST(stagewise_e2e_for_reordering_backends)
+{
+    faulty = moe_ops_ref;
+    faulty.name = "shaky", faulty.grouped_gemm = shaky_gemm;
+    moe_sweep_options o = {{"ref"}, 1, &faulty, "cpu"};
+    moe_sweep_case c = {"noep", "permute_grouped", MOE_SCHEME_BF16, MOE_ACT_SILU, 8, 2, 9, 256, 128, 1, "tiny", 7};
+    for (int trial = 0; trial < 2; trial++) {
+        gemm_scale = trial ? 2.0 : 0.25;
+        moe_sweep_record *r;
+        int nr;
+        ck_assert_int_eq(moe_sweep_run_case(&c, &o, &r, &nr), MOE_OK);
+        ck_assert_str_eq(r[0].stage, "e2e");
+        ck_assert(r[0].stagewise);
+        ck_assert_str_eq(r[0].tolerance, "cpu.e2e");
+        int gemm = -1;
+        for (int i = 0; i < nr; i++)
+            if (!strcmp(r[i].stage, "grouped_gemm")) gemm = i;
+        ck_assert_int_ge(gemm, 0);
+        ck_assert_int_eq(r[gemm].cls, MOE_CLASS_BOUNDED);
+        if (!trial) {
+            ck_assert_msg(r[0].verdict == MOE_VERDICT_PASS, "%s", r[0].reason);
+            ck_assert_int_eq(r[gemm].verdict, MOE_VERDICT_PASS);
+            ck_assert(r[gemm].m.share > 0.0 && r[gemm].m.share <= 1.0);
+        } else {
+            ck_assert_int_eq(r[0].verdict, MOE_VERDICT_FAIL);
+            ck_assert_ptr_nonnull(strstr(r[0].reason, "grouped_gemm"));
+            ck_assert_int_eq(r[gemm].verdict, MOE_VERDICT_FAIL);
+        }
+        moe_sweep_records_free(r, nr);
+    }
     moe_sweep_cache_release();
 }
 END_TEST
@@ -221,6 +279,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(tc, quick_tier_passes_on_ref);
     tcase_add_test(tc, jobs_do_not_change_records);
     tcase_add_test(tc, wrong_stage_is_named);
+    tcase_add_test(tc, stagewise_e2e_for_reordering_backends);
     tcase_add_test(tc, incompatible_refused_with_rules);
     tcase_add_test(tc, cli_usage);
     suite_add_tcase(s, tc);
