@@ -74,7 +74,7 @@ static const moe_tolerance_row ROWS[] = {
      * activation and the requantization (a code flip of a quantized
      * intermediate), which no end-to-end bound here models; so the forward
      * passes when every stage the replay saw is within its own row, and its
-     * difference from the pair on the reference backend is reported */
+     * difference from the oracle is reported */
     {"cpu.e2e", "e2e/any", "cpu", "*", MOE_CLASS_BOUNDED, "every replayed stage within its row (GEMM: moe_gemm_bound)",
      "stage-wise: bounded GEMMs composed with requantization have no derived end-to-end bound (README Claims)"},
     {"cuda-fast.e2e", "e2e/any", "cuda-fast", "*", MOE_CLASS_BOUNDED,

@@ -77,7 +77,7 @@ typedef struct {
     int calls;                   /* replay: calls aggregated */
     int stagewise;               /* e2e of a backend whose GEMMs reorder sums: the verdict is the
                                     replay's (every stage within its row); the metrics are the
-                                    difference from the pair on the reference backend */
+                                    difference from the oracle, reported, not bounded */
     int64_t cols;                /* for first-mismatch indices [row, col] */
     /* BOUNDED e2e: max share per (expert, token block), histogram */
     int heat_rows, heat_cols, heat_block;
