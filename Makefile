@@ -55,7 +55,7 @@ CUDA_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRC))
 GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
 endif
 
-.PHONY: all run report nightly bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
+.PHONY: all run report nightly bench bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
 all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
 
 $(BUILD)/obj/%.o: %.c
@@ -174,6 +174,15 @@ check-determinism: deps
 	  cmp -s $$ref $$f || { echo "determinism: $$f differs from $$ref:"; diff $$ref $$f | head -20; exit 1; }; \
 	done; \
 	echo "determinism: $$(wc -l < $$ref) cases, identical digests from $$(ls build/det/*.txt | wc -l) runs ($(DET_CONFIGS) x 1, 2 threads)"
+
+# make bench: moe-bench on the CPU backend against the reference and the
+# OpenBLAS sgemm ceiling at Qwen3-30B-A3B's shape, M = 256, bf16 and block
+# fp8 (the README's performance figures), JSON in $(BUILD)/bench.json for
+# the report. Not a test. BENCH_ARGS overrides the selection.
+BENCH_ARGS ?= --backend cpu,ref --shape qwen3-30b-a3b --m 256 --scheme bf16,fp8_wblock128_agroup128
+bench: deps
+	@$(MAKE) --no-print-directory all
+	$(BUILD)/moe-bench $(BENCH_ARGS) --json $(BUILD)/bench.json
 
 # Reference speed at the standard shapes (not a test; numbers for the README).
 bench-ref: $(BUILD)/bench_ref_forward

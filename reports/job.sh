@@ -18,6 +18,8 @@ render() { # dir [old_sweep]
     d=$1 old=${2:-}
     set -- --sweep "$d/sweep.jsonl" --golden "$d/golden.json" --compat "$d/compat.json"
     [ -n "$old" ] && set -- "$@" --compare "$old" "$d/sweep.jsonl"
+    # the last make bench, when there is one
+    [ -f "$BUILD/bench.json" ] && set -- "$@" --bench "$BUILD/bench.json"
     "$PY" reports/report.py "$@" --out "$d/report.html"
 }
 
