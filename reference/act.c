@@ -3,6 +3,7 @@
 #include "elem.h"
 #include "math.h"
 #include "moe/act.h"
+#include "stage_checks.h"
 
 static const char *const act_names[MOE_ACT_COUNT] = {"silu",         "gelu",        "gelu_tanh",  "swigluoai",
                                                      "swiglu_clamp", "swiglu_bias", "relu2",      "silu_nomul",
@@ -52,8 +53,8 @@ static moe_status check_vec(const moe_tensor *t, const char *arg)
     return moe_tensor_expect(t, arg, MOE_F32, 1);
 }
 
-moe_status moe_ref_activation(const moe_tensor *x, const moe_tensor *row_expert, const moe_act_params *p,
-                              moe_tensor *out)
+moe_status moe_ref_check_activation(const moe_tensor *x, const moe_tensor *row_expert, const moe_act_params *p,
+                                    const moe_tensor *out)
 {
     moe_status s = moe_s_expect_storage(x, "x", 2);
     if (s != MOE_OK) return s;
@@ -90,6 +91,18 @@ moe_status moe_ref_activation(const moe_tensor *x, const moe_tensor *row_expert,
         if (re[r] < -1 || (p->act == MOE_ACT_SWIGLU_BIAS && (va || vb || vl) && re[r] >= nexp))
             return moe_fail(MOE_ERR_INVALID_ARG, "row_expert[%lld] = %d: no per-expert swiglu parameter for it",
                             (long long)r, re[r]);
+    return MOE_OK;
+}
+
+moe_status moe_ref_activation(const moe_tensor *x, const moe_tensor *row_expert, const moe_act_params *p,
+                              moe_tensor *out)
+{
+    moe_status s = moe_ref_check_activation(x, row_expert, p, out);
+    if (s != MOE_OK) return s;
+    int gated = moe_act_is_gated(p->act);
+    int64_t P = x->shape[0], I = out->shape[1];
+    const float *va = opt_vec(p->swiglu_alpha), *vb = opt_vec(p->swiglu_beta), *vl = opt_vec(p->swiglu_limit);
+    const int32_t *re = row_expert ? row_expert->data : NULL;
     moe_dtype xd = x->dtype;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < P; r++) {

@@ -1,5 +1,6 @@
 #include <stdlib.h>
 #include "moe/align.h"
+#include "stage_checks.h"
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -50,9 +51,9 @@ static moe_status check_out(const moe_tensor *t, const char *name, int64_t need)
     return MOE_OK;
 }
 
-moe_status moe_ref_align_block_size(const moe_tensor *topk_ids, const moe_align_params *p,
-                                    moe_tensor *sorted_token_ids, moe_tensor *expert_ids,
-                                    moe_tensor *num_tokens_post_pad)
+moe_status moe_ref_check_align_block_size(const moe_tensor *topk_ids, const moe_align_params *p,
+                                          const moe_tensor *sorted_token_ids, const moe_tensor *expert_ids,
+                                          const moe_tensor *num_tokens_post_pad)
 {
     moe_status s = moe_tensor_expect(topk_ids, "topk_ids", MOE_I32, 2);
     if (s != MOE_OK) return s;
@@ -65,12 +66,24 @@ moe_status moe_ref_align_block_size(const moe_tensor *topk_ids, const moe_align_
         (s = check_out(num_tokens_post_pad, "num_tokens_post_pad", 1)) != MOE_OK)
         return s;
     const int32_t *ids = topk_ids->data;
-    const int32_t *map = p->expert_map ? p->expert_map->data : NULL;
     int E = p->num_experts;
     for (int64_t i = 0; i < numel; i++)
         if (ids[i] < 0 || ids[i] >= E)
             return moe_fail(MOE_ERR_INVALID_ARG, "topk_ids[%lld] = %d: expert ids must be in [0, %d)",
                             (long long)i, ids[i], E);
+    return MOE_OK;
+}
+
+moe_status moe_ref_align_block_size(const moe_tensor *topk_ids, const moe_align_params *p,
+                                    moe_tensor *sorted_token_ids, moe_tensor *expert_ids,
+                                    moe_tensor *num_tokens_post_pad)
+{
+    moe_status s = moe_ref_check_align_block_size(topk_ids, p, sorted_token_ids, expert_ids, num_tokens_post_pad);
+    if (s != MOE_OK) return s;
+    int64_t numel = topk_ids->shape[0] * topk_ids->shape[1];
+    const int32_t *ids = topk_ids->data;
+    const int32_t *map = p->expert_map ? p->expert_map->data : NULL;
+    int E = p->num_experts;
     int ignore = map && p->map_mode == MOE_ALIGN_MAP_IGNORE_INVALID;
 
     /* the bucket of a pair: its global id, or its local id when the map is
@@ -101,9 +114,9 @@ moe_status moe_ref_align_block_size(const moe_tensor *topk_ids, const moe_align_
     return MOE_OK;
 }
 
-moe_status moe_ref_align_batched(const moe_tensor *expert_num_tokens, int max_tokens,
-                                 int block_size, moe_tensor *sorted_token_ids,
-                                 moe_tensor *expert_ids, moe_tensor *num_tokens_post_pad)
+moe_status moe_ref_check_align_batched(const moe_tensor *expert_num_tokens, int max_tokens, int block_size,
+                                       const moe_tensor *sorted_token_ids, const moe_tensor *expert_ids,
+                                       const moe_tensor *num_tokens_post_pad)
 {
     moe_status s = moe_tensor_expect(expert_num_tokens, "expert_num_tokens", MOE_I32, 1);
     if (s != MOE_OK) return s;
@@ -120,6 +133,18 @@ moe_status moe_ref_align_batched(const moe_tensor *expert_num_tokens, int max_to
         if (n[b] < 0 || n[b] > max_tokens)
             return moe_fail(MOE_ERR_INVALID_ARG, "expert_num_tokens[%lld] = %d: must be in [0, max_tokens=%d]",
                             (long long)b, n[b], max_tokens);
+    return MOE_OK;
+}
+
+moe_status moe_ref_align_batched(const moe_tensor *expert_num_tokens, int max_tokens,
+                                 int block_size, moe_tensor *sorted_token_ids,
+                                 moe_tensor *expert_ids, moe_tensor *num_tokens_post_pad)
+{
+    moe_status s = moe_ref_check_align_batched(expert_num_tokens, max_tokens, block_size, sorted_token_ids,
+                                               expert_ids, num_tokens_post_pad);
+    if (s != MOE_OK) return s;
+    int64_t B = expert_num_tokens->shape[0];
+    const int32_t *n = expert_num_tokens->data;
     int32_t *sorted = sorted_token_ids->data, *eids = expert_ids->data;
     int32_t pad = (int32_t)(B * max_tokens);
     for (int64_t k = 0; k < sorted_token_ids->shape[0]; k++) sorted[k] = pad;

@@ -5,17 +5,18 @@
 #include <string.h>
 #include "elem.h"
 #include "moe/dispatch.h"
+#include "stage_checks.h"
 
 static void copy_bytes(moe_tensor *dst, const moe_tensor *src)
 {
     if (dst->nbytes) memcpy(dst->data, src->data, dst->nbytes);
 }
 
-moe_status moe_ref_ep_allgather_dispatch(int world_size, int num_experts, const moe_tensor *x,
-                                         const moe_tensor *x_scales, const moe_tensor *topk_ids,
-                                         const moe_tensor *topk_weights, moe_tensor *gathered_x,
-                                         moe_tensor *gathered_scales, moe_tensor *gathered_ids,
-                                         moe_tensor *gathered_weights)
+moe_status moe_ref_check_ep_allgather_dispatch(int world_size, int num_experts, const moe_tensor *x,
+                                               const moe_tensor *x_scales, const moe_tensor *topk_ids,
+                                               const moe_tensor *topk_weights, const moe_tensor *gathered_x,
+                                               const moe_tensor *gathered_scales, const moe_tensor *gathered_ids,
+                                               const moe_tensor *gathered_weights)
 {
     int R = world_size, K;
     moe_status s = moe_ep_check_world(world_size, num_experts, NULL);
@@ -46,6 +47,19 @@ moe_status moe_ref_ep_allgather_dispatch(int world_size, int num_experts, const 
         s = moe_ep_expect(gathered_scales, "gathered_scales", x_scales->dtype, 2, gs, "[R*T, S]");
         if (s != MOE_OK) return s;
     }
+    return MOE_OK;
+}
+
+moe_status moe_ref_ep_allgather_dispatch(int world_size, int num_experts, const moe_tensor *x,
+                                         const moe_tensor *x_scales, const moe_tensor *topk_ids,
+                                         const moe_tensor *topk_weights, moe_tensor *gathered_x,
+                                         moe_tensor *gathered_scales, moe_tensor *gathered_ids,
+                                         moe_tensor *gathered_weights)
+{
+    moe_status s = moe_ref_check_ep_allgather_dispatch(world_size, num_experts, x, x_scales, topk_ids,
+                                                       topk_weights, gathered_x, gathered_scales, gathered_ids,
+                                                       gathered_weights);
+    if (s != MOE_OK) return s;
     /* [R, T, ...] row-major is already rank-major [R*T, ...]: the gather
      * is the identity on bytes */
     copy_bytes(gathered_x, x);
@@ -55,8 +69,8 @@ moe_status moe_ref_ep_allgather_dispatch(int world_size, int num_experts, const 
     return MOE_OK;
 }
 
-moe_status moe_ref_ep_reduce_scatter_combine(int world_size, const moe_tensor *partial,
-                                             moe_tensor *out)
+moe_status moe_ref_check_ep_reduce_scatter_combine(int world_size, const moe_tensor *partial,
+                                                   const moe_tensor *out)
 {
     int R = world_size;
     /* only R matters here: check it as a world that owns R experts */
@@ -74,7 +88,16 @@ moe_status moe_ref_ep_reduce_scatter_combine(int world_size, const moe_tensor *p
                         (long long)partial->shape[1], R);
     int64_t T = partial->shape[1] / R, H = partial->shape[2];
     const int64_t os[3] = {R, T, H};
-    if ((s = moe_ep_expect(out, "out", partial->dtype, 3, os, "[R, T, H]")) != MOE_OK) return s;
+    return moe_ep_expect(out, "out", partial->dtype, 3, os, "[R, T, H]");
+}
+
+moe_status moe_ref_ep_reduce_scatter_combine(int world_size, const moe_tensor *partial,
+                                             moe_tensor *out)
+{
+    int R = world_size;
+    moe_status s = moe_ref_check_ep_reduce_scatter_combine(world_size, partial, out);
+    if (s != MOE_OK) return s;
+    int64_t T = partial->shape[1] / R, H = partial->shape[2];
     /* f32 over source ranks ascending, one rounding: our fixed order for
      * NCCL's unspecified one */
     for (int64_t r = 0; r < R; r++)

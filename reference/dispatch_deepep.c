@@ -5,6 +5,7 @@
 #include <string.h>
 #include "elem.h"
 #include "moe/dispatch.h"
+#include "stage_checks.h"
 
 static moe_status check_cfg(const moe_deepep_config *cfg, int *E_loc, int *nodes)
 {
@@ -23,15 +24,15 @@ static moe_status check_ids(const moe_deepep_config *cfg, const moe_tensor *topk
                             K);
 }
 
-moe_status moe_ref_deepep_layout(const moe_deepep_config *cfg, const moe_tensor *topk_ids,
-                                 const moe_deepep_layout *out)
+moe_status moe_ref_check_deepep_layout(const moe_deepep_config *cfg, const moe_tensor *topk_ids,
+                                       const moe_deepep_layout *out)
 {
     int E_loc, nodes, K;
     moe_status s = check_cfg(cfg, &E_loc, &nodes);
     if (s != MOE_OK) return s;
     if ((s = check_ids(cfg, topk_ids, -1, &K)) != MOE_OK) return s;
     if (!out) return moe_fail(MOE_ERR_NULL, "out: must not be NULL");
-    int R = cfg->world_size, E = cfg->num_experts, rpn = cfg->num_ranks_per_node;
+    int R = cfg->world_size, E = cfg->num_experts;
     int64_t T = topk_ids->shape[1];
     const int64_t pe[2] = {R, E}, pr[2] = {R, R}, pn[2] = {R, nodes}, in[3] = {R, T, R};
     s = moe_ep_expect(out->num_tokens_per_expert, "num_tokens_per_expert", MOE_I32, 2, pe,
@@ -46,6 +47,17 @@ moe_status moe_ref_deepep_layout(const moe_deepep_config *cfg, const moe_tensor 
                           "[R, R/num_ranks_per_node]");
         if (s != MOE_OK) return s;
     }
+    return MOE_OK;
+}
+
+moe_status moe_ref_deepep_layout(const moe_deepep_config *cfg, const moe_tensor *topk_ids,
+                                 const moe_deepep_layout *out)
+{
+    moe_status s = moe_ref_check_deepep_layout(cfg, topk_ids, out);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, E = cfg->num_experts, rpn = cfg->num_ranks_per_node;
+    int E_loc = E / R, nodes = R / rpn, K = (int)topk_ids->shape[2];
+    int64_t T = topk_ids->shape[1];
     const int32_t *ids = (const int32_t *)topk_ids->data;
     int32_t *per_e = (int32_t *)out->num_tokens_per_expert->data;
     int32_t *per_r = (int32_t *)out->num_tokens_per_rank->data;
@@ -103,9 +115,9 @@ moe_status moe_deepep_dispatch_capacity(const moe_deepep_config *cfg, const moe_
     return MOE_OK;
 }
 
-moe_status moe_ref_deepep_dispatch(const moe_deepep_config *cfg, const moe_tensor *x,
-                                   const moe_tensor *x_scales, const moe_tensor *topk_ids,
-                                   const moe_tensor *topk_weights, const moe_deepep_recv *out)
+moe_status moe_ref_check_deepep_dispatch(const moe_deepep_config *cfg, const moe_tensor *x,
+                                         const moe_tensor *x_scales, const moe_tensor *topk_ids,
+                                         const moe_tensor *topk_weights, const moe_deepep_recv *out)
 {
     int E_loc, K;
     moe_status s = check_cfg(cfg, &E_loc, NULL);
@@ -157,6 +169,17 @@ moe_status moe_ref_deepep_dispatch(const moe_deepep_config *cfg, const moe_tenso
         s = moe_ep_expect(out->rank_prefix_matrix, "rank_prefix_matrix", MOE_I32, 2, rr, "[R, R]");
         if (s != MOE_OK) return s;
     }
+    return MOE_OK;
+}
+
+moe_status moe_ref_deepep_dispatch(const moe_deepep_config *cfg, const moe_tensor *x,
+                                   const moe_tensor *x_scales, const moe_tensor *topk_ids,
+                                   const moe_tensor *topk_weights, const moe_deepep_recv *out)
+{
+    moe_status s = moe_ref_check_deepep_dispatch(cfg, x, x_scales, topk_ids, topk_weights, out);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, E_loc = cfg->num_experts / R, K = (int)topk_ids->shape[2];
+    int64_t T = x->shape[1], H = x->shape[2], S = x_scales ? x_scales->shape[2] : 0, N = out->x->shape[1];
     const int32_t *ids = (const int32_t *)topk_ids->data;
     const float *w = (const float *)topk_weights->data;
     int64_t n_recv[8];
@@ -220,16 +243,15 @@ moe_status moe_ref_deepep_dispatch(const moe_deepep_config *cfg, const moe_tenso
     return MOE_OK;
 }
 
-moe_status moe_ref_deepep_combine(const moe_deepep_config *cfg, const moe_tensor *x,
-                                  const moe_tensor *topk_weights,
-                                  const moe_tensor *is_token_in_rank, const moe_tensor *bias0,
-                                  const moe_tensor *bias1, moe_tensor *combined_x,
-                                  moe_tensor *combined_topk_weights)
+moe_status moe_ref_check_deepep_combine(const moe_deepep_config *cfg, const moe_tensor *x,
+                                        const moe_tensor *topk_weights, const moe_tensor *is_token_in_rank,
+                                        const moe_tensor *bias0, const moe_tensor *bias1,
+                                        const moe_tensor *combined_x, const moe_tensor *combined_topk_weights)
 {
     int nodes;
     moe_status s = check_cfg(cfg, NULL, &nodes);
     if (s != MOE_OK) return s;
-    int R = cfg->world_size, rpn = cfg->num_ranks_per_node;
+    int R = cfg->world_size;
     const int64_t xs[3] = {R, -1, -1};
     if ((s = moe_ep_expect(x, "x", -1, 3, xs, "[R, N, H]")) != MOE_OK) return s;
     /* upstream combine is bf16 only; f32 is our extension (no rounding) */
@@ -262,6 +284,21 @@ moe_status moe_ref_deepep_combine(const moe_deepep_config *cfg, const moe_tensor
                           "[R, T, K]");
         if (s != MOE_OK) return s;
     }
+    return MOE_OK;
+}
+
+moe_status moe_ref_deepep_combine(const moe_deepep_config *cfg, const moe_tensor *x,
+                                  const moe_tensor *topk_weights,
+                                  const moe_tensor *is_token_in_rank, const moe_tensor *bias0,
+                                  const moe_tensor *bias1, moe_tensor *combined_x,
+                                  moe_tensor *combined_topk_weights)
+{
+    moe_status s = moe_ref_check_deepep_combine(cfg, x, topk_weights, is_token_in_rank, bias0, bias1, combined_x,
+                                                combined_topk_weights);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, rpn = cfg->num_ranks_per_node, nodes = R / rpn;
+    int64_t N = x->shape[1], H = x->shape[2], K = topk_weights ? topk_weights->shape[2] : 0;
+    int64_t T = is_token_in_rank->shape[1];
     /* the handle gives each (source token, rank) its received row, in the
      * dispatch order (source rank, source token) ascending */
     const uint8_t *in_rank = (const uint8_t *)is_token_in_rank->data;

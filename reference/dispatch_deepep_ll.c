@@ -8,6 +8,7 @@
 #include <string.h>
 #include "elem.h"
 #include "moe/dispatch.h"
+#include "stage_checks.h"
 #include "quant_internal.h"
 #include "moe/format.h"
 
@@ -110,8 +111,8 @@ static moe_status check_cfg(const moe_deepep_ll_config *cfg, int *E_loc)
 static const char *const ll_distinct =
     "the LL combine keeps one slot per (expert, token); ids in a row must be distinct";
 
-moe_status moe_ref_deepep_ll_dispatch(const moe_deepep_ll_config *cfg, const moe_tensor *x,
-                                      const moe_tensor *topk_ids, const moe_deepep_ll_recv *out)
+moe_status moe_ref_check_deepep_ll_dispatch(const moe_deepep_ll_config *cfg, const moe_tensor *x,
+                                            const moe_tensor *topk_ids, const moe_deepep_ll_recv *out)
 {
     int E_loc, K;
     moe_status s = check_cfg(cfg, &E_loc);
@@ -152,9 +153,17 @@ moe_status moe_ref_deepep_ll_dispatch(const moe_deepep_ll_config *cfg, const moe
     if ((s = moe_ep_expect(out->count, "count", MOE_I32, 2, oc, "[R, E_loc]")) != MOE_OK) return s;
     s = moe_ep_expect(out->src_info, "src_info", MOE_I32, 3, oi, "[R, E_loc, R*T_max]");
     if (s != MOE_OK) return s;
-    s = moe_ep_expect(out->layout_range, "layout_range", MOE_I64, 3, ol, "[R, E_loc, R]");
-    if (s != MOE_OK) return s;
+    return moe_ep_expect(out->layout_range, "layout_range", MOE_I64, 3, ol, "[R, E_loc, R]");
+}
 
+moe_status moe_ref_deepep_ll_dispatch(const moe_deepep_ll_config *cfg, const moe_tensor *x,
+                                      const moe_tensor *topk_ids, const moe_deepep_ll_recv *out)
+{
+    moe_status s = moe_ref_check_deepep_ll_dispatch(cfg, x, topk_ids, out);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, E = cfg->num_experts, E_loc = E / R, K = (int)topk_ids->shape[2];
+    int64_t T = x->shape[1], H = x->shape[2], Tall = (int64_t)R * cfg->max_tokens_per_rank;
+    int64_t S = cfg->use_ue8m0 ? H / 512 : H / 128;
     const int32_t *ids = (const int32_t *)topk_ids->data;
     size_t n_pos = (size_t)(R * T * K), n_cnt = (size_t)E * (size_t)R;
     int32_t *pos = malloc((n_pos ? n_pos : 1) * sizeof *pos);
@@ -226,10 +235,10 @@ moe_status moe_ref_deepep_ll_dispatch(const moe_deepep_ll_config *cfg, const moe
     return MOE_OK;
 }
 
-moe_status moe_ref_deepep_ll_combine(const moe_deepep_ll_config *cfg, const moe_tensor *y,
-                                     const moe_tensor *src_info, const moe_tensor *layout_range,
-                                     const moe_tensor *topk_ids, const moe_tensor *topk_weights,
-                                     moe_tensor *out)
+moe_status moe_ref_check_deepep_ll_combine(const moe_deepep_ll_config *cfg, const moe_tensor *y,
+                                           const moe_tensor *src_info, const moe_tensor *layout_range,
+                                           const moe_tensor *topk_ids, const moe_tensor *topk_weights,
+                                           const moe_tensor *out)
 {
     int E_loc, K;
     moe_status s = check_cfg(cfg, &E_loc);
@@ -257,7 +266,18 @@ moe_status moe_ref_deepep_ll_combine(const moe_deepep_ll_config *cfg, const moe_
     const int64_t ws[3] = {R, T, K}, os[3] = {R, T, H};
     if ((s = moe_ep_expect(topk_weights, "topk_weights", MOE_F32, 3, ws, "[R, T, K]")) != MOE_OK)
         return s;
-    if ((s = moe_ep_expect(out, "out", y->dtype, 3, os, "[R, T, H]")) != MOE_OK) return s;
+    return moe_ep_expect(out, "out", y->dtype, 3, os, "[R, T, H]");
+}
+
+moe_status moe_ref_deepep_ll_combine(const moe_deepep_ll_config *cfg, const moe_tensor *y,
+                                     const moe_tensor *src_info, const moe_tensor *layout_range,
+                                     const moe_tensor *topk_ids, const moe_tensor *topk_weights,
+                                     moe_tensor *out)
+{
+    moe_status s = moe_ref_check_deepep_ll_combine(cfg, y, src_info, layout_range, topk_ids, topk_weights, out);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, E = cfg->num_experts, E_loc = E / R;
+    int64_t Tall = (int64_t)R * cfg->max_tokens_per_rank, T = topk_ids->shape[1];
 
     /* the receive buffer is indexed by (expert, source token), so any
      * dispatch order combines the same (A.6 "Transport"): rebuild that index

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "elem.h"
 #include "moe/dispatch.h"
+#include "stage_checks.h"
 
 static moe_status check_cfg(const moe_hep_config *cfg, int *E_loc, int *nodes)
 {
@@ -68,15 +69,14 @@ moe_status moe_hep_permute_capacity(const moe_hep_config *cfg, const moe_tensor 
     return MOE_OK;
 }
 
-moe_status moe_ref_hep_dispatch_with_permute(const moe_hep_config *cfg, const moe_tensor *x,
-                                             const moe_tensor *x_scales, const moe_tensor *topk_ids,
-                                             const moe_tensor *topk_weights,
-                                             const moe_hep_permuted *out)
+moe_status moe_ref_check_hep_dispatch_with_permute(const moe_hep_config *cfg, const moe_tensor *x,
+                                                   const moe_tensor *x_scales, const moe_tensor *topk_ids,
+                                                   const moe_tensor *topk_weights, const moe_hep_permuted *out)
 {
     int E_loc, K;
     moe_status s = check_cfg(cfg, &E_loc, NULL);
     if (s != MOE_OK) return s;
-    int R = cfg->world_size, E = cfg->num_experts, pad = cfg->pad_multiple;
+    int R = cfg->world_size;
     const int64_t xs[3] = {R, -1, -1};
     if ((s = moe_ep_expect(x, "x", -1, 3, xs, "[R, T, H]")) != MOE_OK) return s;
     int64_t T = x->shape[1], H = x->shape[2], S = 0;
@@ -119,7 +119,19 @@ moe_status moe_ref_hep_dispatch_with_permute(const moe_hep_config *cfg, const mo
     if (out->num_dispatched &&
         (s = moe_ep_expect(out->num_dispatched, "num_dispatched", MOE_I32, 1, o1, "[R]")) != MOE_OK)
         return s;
+    return MOE_OK;
+}
 
+moe_status moe_ref_hep_dispatch_with_permute(const moe_hep_config *cfg, const moe_tensor *x,
+                                             const moe_tensor *x_scales, const moe_tensor *topk_ids,
+                                             const moe_tensor *topk_weights,
+                                             const moe_hep_permuted *out)
+{
+    moe_status s = moe_ref_check_hep_dispatch_with_permute(cfg, x, x_scales, topk_ids, topk_weights, out);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, E = cfg->num_experts, E_loc = E / R, pad = cfg->pad_multiple;
+    int K = (int)topk_ids->shape[2];
+    int64_t T = x->shape[1], H = x->shape[2], S = x_scales ? x_scales->shape[2] : 0, N = out->x->shape[1];
     const int32_t *ids = (const int32_t *)topk_ids->data;
     const float *w = (const float *)topk_weights->data;
     int64_t *count = malloc((size_t)E * sizeof *count);
@@ -198,14 +210,14 @@ moe_status moe_ref_hep_dispatch_with_permute(const moe_hep_config *cfg, const mo
     return MOE_OK;
 }
 
-moe_status moe_ref_hep_combine_with_unpermute(const moe_hep_config *cfg, const moe_tensor *y,
-                                              const moe_tensor *row_id_map, const moe_tensor *probs,
-                                              moe_tensor *out, moe_tensor *out_probs)
+moe_status moe_ref_check_hep_combine_with_unpermute(const moe_hep_config *cfg, const moe_tensor *y,
+                                                    const moe_tensor *row_id_map, const moe_tensor *probs,
+                                                    const moe_tensor *out, const moe_tensor *out_probs)
 {
     int E_loc, nodes;
     moe_status s = check_cfg(cfg, &E_loc, &nodes);
     if (s != MOE_OK) return s;
-    int R = cfg->world_size, E = cfg->num_experts, rpn = cfg->num_ranks_per_node;
+    int R = cfg->world_size, E = cfg->num_experts;
     const int64_t ys[3] = {R, -1, -1};
     if ((s = moe_ep_expect(y, "y", -1, 3, ys, "[R, N, H]")) != MOE_OK) return s;
     /* upstream combine takes 16-bit only (hybrid_ep.cu:223); f32 is our
@@ -242,6 +254,19 @@ moe_status moe_ref_hep_combine_with_unpermute(const moe_hep_config *cfg, const m
         seen[j * N + r] = 1;
     }
     free(seen);
+    return MOE_OK;
+}
+
+moe_status moe_ref_hep_combine_with_unpermute(const moe_hep_config *cfg, const moe_tensor *y,
+                                              const moe_tensor *row_id_map, const moe_tensor *probs,
+                                              moe_tensor *out, moe_tensor *out_probs)
+{
+    moe_status s = moe_ref_check_hep_combine_with_unpermute(cfg, y, row_id_map, probs, out, out_probs);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, E = cfg->num_experts, E_loc = E / R, rpn = cfg->num_ranks_per_node;
+    int nodes = R / rpn;
+    int64_t N = y->shape[1], H = y->shape[2], T = out->shape[1];
+    const int32_t *map = (const int32_t *)row_id_map->data;
 
     moe_dtype d = y->dtype;
     for (int64_t g = 0; g < R * T; g++) {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "elem.h"
 #include "moe/dispatch.h"
+#include "stage_checks.h"
 
 static moe_status check_cfg(const moe_pplx_config *cfg, int *E_loc, int *num_dp)
 {
@@ -50,14 +51,14 @@ static moe_status check_ids(const moe_pplx_config *cfg, const moe_tensor *ids, i
     return MOE_OK;
 }
 
-moe_status moe_ref_pplx_dispatch(const moe_pplx_config *cfg, const moe_tensor *x,
-                                 const moe_tensor *x_scales, const moe_tensor *topk_ids,
-                                 const moe_pplx_recv *out)
+moe_status moe_ref_check_pplx_dispatch(const moe_pplx_config *cfg, const moe_tensor *x,
+                                       const moe_tensor *x_scales, const moe_tensor *topk_ids,
+                                       const moe_pplx_recv *out)
 {
     int E_loc, num_dp, K;
     moe_status s = check_cfg(cfg, &E_loc, &num_dp);
     if (s != MOE_OK) return s;
-    int R = cfg->world_size, E = cfg->num_experts;
+    int R = cfg->world_size;
     const int64_t xs[3] = {num_dp, -1, -1};
     if ((s = moe_ep_expect(x, "x", -1, 3, xs, "[num_dp, T, H]")) != MOE_OK) return s;
     int64_t T = x->shape[1], H = x->shape[2], S = 0, rows = moe_pplx_rows(cfg);
@@ -80,9 +81,18 @@ moe_status moe_ref_pplx_dispatch(const moe_pplx_config *cfg, const moe_tensor *x
         return s;
     if ((s = moe_ep_expect(out->num_tokens, "num_tokens", MOE_I32, 2, on, "[R, E_loc]")) != MOE_OK)
         return s;
-    s = moe_ep_expect(out->src, "src", MOE_I32, 3, oi, "[R, E_loc, max_num_tokens*num_dp]");
-    if (s != MOE_OK) return s;
+    return moe_ep_expect(out->src, "src", MOE_I32, 3, oi, "[R, E_loc, max_num_tokens*num_dp]");
+}
 
+moe_status moe_ref_pplx_dispatch(const moe_pplx_config *cfg, const moe_tensor *x,
+                                 const moe_tensor *x_scales, const moe_tensor *topk_ids,
+                                 const moe_pplx_recv *out)
+{
+    moe_status s = moe_ref_check_pplx_dispatch(cfg, x, x_scales, topk_ids, out);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, E = cfg->num_experts, E_loc = E / R, num_dp = R / cfg->dp_size;
+    int K = (int)topk_ids->shape[2];
+    int64_t T = x->shape[1], H = x->shape[2], S = x_scales ? x_scales->shape[2] : 0, rows = moe_pplx_rows(cfg);
     const int32_t *ids = (const int32_t *)topk_ids->data;
     size_t n_pos = (size_t)(num_dp * T * K);
     int32_t *pos = malloc((n_pos ? n_pos : 1) * sizeof *pos);
@@ -116,15 +126,15 @@ moe_status moe_ref_pplx_dispatch(const moe_pplx_config *cfg, const moe_tensor *x
     return MOE_OK;
 }
 
-moe_status moe_ref_pplx_combine(const moe_pplx_config *cfg, const moe_tensor *expert_y,
-                                const moe_tensor *num_tokens, const moe_tensor *src,
-                                const moe_tensor *topk_ids, const moe_tensor *topk_weights,
-                                moe_tensor *out)
+moe_status moe_ref_check_pplx_combine(const moe_pplx_config *cfg, const moe_tensor *expert_y,
+                                      const moe_tensor *num_tokens, const moe_tensor *src,
+                                      const moe_tensor *topk_ids, const moe_tensor *topk_weights,
+                                      const moe_tensor *out)
 {
     int E_loc, num_dp, K;
     moe_status s = check_cfg(cfg, &E_loc, &num_dp);
     if (s != MOE_OK) return s;
-    int R = cfg->world_size, E = cfg->num_experts;
+    int R = cfg->world_size;
     int64_t rows = moe_pplx_rows(cfg);
     const int64_t ys[4] = {R, E_loc, rows, -1};
     if ((s = moe_ep_expect(expert_y, "expert_y", -1, 4, ys,
@@ -150,6 +160,18 @@ moe_status moe_ref_pplx_combine(const moe_pplx_config *cfg, const moe_tensor *ex
     if (!moe_s_is_storage(out->dtype))
         return moe_fail(MOE_ERR_DTYPE, "out: dtype %s, expected bf16, f16 or f32",
                         moe_dtype_get(out->dtype)->name);
+    return MOE_OK;
+}
+
+moe_status moe_ref_pplx_combine(const moe_pplx_config *cfg, const moe_tensor *expert_y,
+                                const moe_tensor *num_tokens, const moe_tensor *src,
+                                const moe_tensor *topk_ids, const moe_tensor *topk_weights,
+                                moe_tensor *out)
+{
+    moe_status s = moe_ref_check_pplx_combine(cfg, expert_y, num_tokens, src, topk_ids, topk_weights, out);
+    if (s != MOE_OK) return s;
+    int R = cfg->world_size, E = cfg->num_experts, E_loc = E / R, num_dp = R / cfg->dp_size;
+    int64_t rows = moe_pplx_rows(cfg), T = topk_ids->shape[1];
 
     /* rebuild (expert, DP-group token) -> row from the handle, so any
      * dispatch order combines the same */

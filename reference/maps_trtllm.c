@@ -2,6 +2,7 @@
  * anchors/trtllm_moe.md; the contract is in include/moe/maps_trtllm.h. */
 #include <stdlib.h>
 #include "moe/maps_trtllm.h"
+#include "stage_checks.h"
 
 static moe_status expect_vec(const moe_tensor *t, const char *name, moe_dtype dtype, int64_t n,
                              const char *rule)
@@ -38,12 +39,12 @@ static moe_status check_params(const moe_maps_trtllm_params *p, int64_t topk)
     return MOE_OK;
 }
 
-moe_status moe_ref_maps_trtllm(const moe_tensor *token_selected_experts,
-                               const moe_maps_trtllm_params *params,
-                               moe_tensor *permuted_row_to_unpermuted_row,
-                               moe_tensor *unpermuted_row_to_permuted_row,
-                               moe_tensor *expert_first_token_offset,
-                               moe_tensor *permuted_token_selected_experts)
+moe_status moe_ref_check_maps_trtllm(const moe_tensor *token_selected_experts,
+                                     const moe_maps_trtllm_params *params,
+                                     const moe_tensor *permuted_row_to_unpermuted_row,
+                                     const moe_tensor *unpermuted_row_to_permuted_row,
+                                     const moe_tensor *expert_first_token_offset,
+                                     const moe_tensor *permuted_token_selected_experts)
 {
     moe_status s = moe_tensor_expect_host(token_selected_experts, "token_selected_experts", MOE_I32, 2);
     if (s != MOE_OK) return s;
@@ -68,7 +69,22 @@ moe_status moe_ref_maps_trtllm(const moe_tensor *token_selected_experts,
     if (s == MOE_OK && permuted_token_selected_experts)
         s = expect_vec(permuted_token_selected_experts, "permuted_token_selected_experts", MOE_I32,
                        rows, "k*T");
+    return s;
+}
+
+moe_status moe_ref_maps_trtllm(const moe_tensor *token_selected_experts,
+                               const moe_maps_trtllm_params *params,
+                               moe_tensor *permuted_row_to_unpermuted_row,
+                               moe_tensor *unpermuted_row_to_permuted_row,
+                               moe_tensor *expert_first_token_offset,
+                               moe_tensor *permuted_token_selected_experts)
+{
+    moe_status s = moe_ref_check_maps_trtllm(token_selected_experts, params, permuted_row_to_unpermuted_row,
+                                             unpermuted_row_to_permuted_row, expert_first_token_offset,
+                                             permuted_token_selected_experts);
     if (s != MOE_OK) return s;
+    const int64_t T = token_selected_experts->shape[0], k = token_selected_experts->shape[1];
+    const int El = params->num_local_experts;
 
     /* bins 0..El-1 are local experts, bin El collects every other id (1.2) */
     int64_t *cnt = calloc(2 * (size_t)El + 1, sizeof *cnt);

@@ -1,6 +1,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "moe/permute.h"
+#include "stage_checks.h"
 
 static moe_status expect_rows(const moe_tensor *t, const char *arg)
 {
@@ -29,19 +30,28 @@ static moe_status same_row_type(const moe_tensor *a, const char *an, const moe_t
     return MOE_OK;
 }
 
-moe_status moe_ref_permute_rows(const moe_tensor *x, const moe_tensor *src, moe_tensor *out)
+moe_status moe_ref_check_permute_rows(const moe_tensor *x, const moe_tensor *src, const moe_tensor *out)
 {
     moe_status s;
     if ((s = expect_rows(x, "x")) || (s = expect_rows(out, "out")) || (s = same_row_type(x, "x", out, "out")) ||
         (s = expect_index(src, "src", out->shape[0])))
         return s;
     int64_t T = x->shape[0], P = out->shape[0];
-    size_t rb = moe_dtype_row_bytes(x->dtype, x->shape[1]);
     const int32_t *ix = src->data;
     for (int64_t p = 0; p < P; p++)
         if (ix[p] < -1 || ix[p] >= T)
             return moe_fail(MOE_ERR_INVALID_ARG, "src[%lld] = %d: must be -1 or a row of x (< %lld)",
                             (long long)p, ix[p], (long long)T);
+    return MOE_OK;
+}
+
+moe_status moe_ref_permute_rows(const moe_tensor *x, const moe_tensor *src, moe_tensor *out)
+{
+    moe_status s = moe_ref_check_permute_rows(x, src, out);
+    if (s != MOE_OK) return s;
+    int64_t P = out->shape[0];
+    size_t rb = moe_dtype_row_bytes(x->dtype, x->shape[1]);
+    const int32_t *ix = src->data;
     for (int64_t p = 0; p < P; p++) {
         uint8_t *o = (uint8_t *)out->data + (size_t)p * rb;
         if (ix[p] < 0) memset(o, 0, rb);
@@ -50,14 +60,13 @@ moe_status moe_ref_permute_rows(const moe_tensor *x, const moe_tensor *src, moe_
     return MOE_OK;
 }
 
-moe_status moe_ref_unpermute_rows(const moe_tensor *y, const moe_tensor *dst, moe_tensor *out)
+moe_status moe_ref_check_unpermute_rows(const moe_tensor *y, const moe_tensor *dst, const moe_tensor *out)
 {
     moe_status s;
     if ((s = expect_rows(y, "y")) || (s = expect_rows(out, "out")) || (s = same_row_type(y, "y", out, "out")) ||
         (s = expect_index(dst, "dst", y->shape[0])))
         return s;
     int64_t P = y->shape[0], T = out->shape[0];
-    size_t rb = moe_dtype_row_bytes(y->dtype, y->shape[1]);
     const int32_t *ix = dst->data;
     for (int64_t p = 0; p < P; p++)
         if (ix[p] < -1 || ix[p] >= T)
@@ -75,6 +84,16 @@ moe_status moe_ref_unpermute_rows(const moe_tensor *y, const moe_tensor *dst, mo
         }
     }
     free(seen);
+    return MOE_OK;
+}
+
+moe_status moe_ref_unpermute_rows(const moe_tensor *y, const moe_tensor *dst, moe_tensor *out)
+{
+    moe_status s = moe_ref_check_unpermute_rows(y, dst, out);
+    if (s != MOE_OK) return s;
+    int64_t P = y->shape[0];
+    size_t rb = moe_dtype_row_bytes(y->dtype, y->shape[1]);
+    const int32_t *ix = dst->data;
     memset(out->data, 0, out->nbytes);
     for (int64_t p = 0; p < P; p++)
         if (ix[p] >= 0)
@@ -91,8 +110,9 @@ static moe_status expect_topk(const moe_tensor *ids, int64_t T)
     return MOE_OK;
 }
 
-moe_status moe_ref_expand_trtllm(const moe_tensor *x, const moe_tensor *map, int topk,
-                                 const moe_tensor *topk_weights, moe_tensor *out, moe_tensor *permuted_scales)
+moe_status moe_ref_check_expand_trtllm(const moe_tensor *x, const moe_tensor *map, int topk,
+                                       const moe_tensor *topk_weights, const moe_tensor *out,
+                                       const moe_tensor *permuted_scales)
 {
     moe_status s;
     if ((s = expect_rows(x, "x")) || (s = expect_rows(out, "out")) || (s = same_row_type(x, "x", out, "out")) ||
@@ -117,6 +137,16 @@ moe_status moe_ref_expand_trtllm(const moe_tensor *x, const moe_tensor *map, int
         if (u[p] < 0 || u[p] >= T * topk)
             return moe_fail(MOE_ERR_INVALID_ARG, "permuted_row_to_unpermuted_row[%lld] = %d: must be in [0, T*topk = %lld)",
                             (long long)p, u[p], (long long)(T * topk));
+    return MOE_OK;
+}
+
+moe_status moe_ref_expand_trtllm(const moe_tensor *x, const moe_tensor *map, int topk,
+                                 const moe_tensor *topk_weights, moe_tensor *out, moe_tensor *permuted_scales)
+{
+    moe_status s = moe_ref_check_expand_trtllm(x, map, topk, topk_weights, out, permuted_scales);
+    if (s != MOE_OK) return s;
+    int64_t T = x->shape[0], P = out->shape[0];
+    const int32_t *u = map->data;
     size_t rb = moe_dtype_row_bytes(x->dtype, x->shape[1]);
     for (int64_t p = 0; p < P; p++) {
         int64_t t = u[p] % T, j = u[p] / T;
@@ -138,8 +168,8 @@ static moe_status check_experts(const moe_tensor *ids, int first)
     return MOE_OK;
 }
 
-moe_status moe_ref_batched_scatter(const moe_tensor *x, const moe_tensor *topk_ids, int first_expert,
-                                   moe_tensor *out, moe_tensor *counts)
+moe_status moe_ref_check_batched_scatter(const moe_tensor *x, const moe_tensor *topk_ids, int first_expert,
+                                         const moe_tensor *out, const moe_tensor *counts)
 {
     moe_status s;
     if ((s = expect_rows(x, "x")) || (s = expect_topk(topk_ids, x->shape[0]))) return s;
@@ -148,8 +178,17 @@ moe_status moe_ref_batched_scatter(const moe_tensor *x, const moe_tensor *topk_i
     if (out->shape[2] != x->shape[1])
         return moe_fail(MOE_ERR_SHAPE, "out: row length %lld differs from x's %lld", (long long)out->shape[2],
                         (long long)x->shape[1]);
-    int64_t L = out->shape[0], maxt = out->shape[1], T = x->shape[0], k = topk_ids->shape[1];
+    int64_t L = out->shape[0];
     if ((s = expect_index(counts, "counts", L)) || (s = check_experts(topk_ids, first_expert))) return s;
+    return MOE_OK;
+}
+
+moe_status moe_ref_batched_scatter(const moe_tensor *x, const moe_tensor *topk_ids, int first_expert,
+                                   moe_tensor *out, moe_tensor *counts)
+{
+    moe_status s = moe_ref_check_batched_scatter(x, topk_ids, first_expert, out, counts);
+    if (s != MOE_OK) return s;
+    int64_t L = out->shape[0], maxt = out->shape[1], T = x->shape[0], k = topk_ids->shape[1];
     size_t rb = moe_dtype_row_bytes(x->dtype, x->shape[1]);
     const int32_t *ids = topk_ids->data;
     int32_t *cnt = counts->data;
@@ -182,9 +221,9 @@ moe_status moe_grouped_capacity(int64_t pairs, int num_local_experts, int pad_mu
     return MOE_OK;
 }
 
-moe_status moe_ref_permute_grouped(const moe_tensor *x, const moe_tensor *topk_ids, int first_expert,
-                                   int pad_multiple, moe_tensor *out, moe_tensor *row_src, moe_tensor *counts,
-                                   moe_tensor *offsets)
+moe_status moe_ref_check_permute_grouped(const moe_tensor *x, const moe_tensor *topk_ids, int first_expert,
+                                         int pad_multiple, const moe_tensor *out, const moe_tensor *row_src,
+                                         const moe_tensor *counts, const moe_tensor *offsets)
 {
     moe_status s;
     if ((s = expect_rows(x, "x")) || (s = expect_topk(topk_ids, x->shape[0]))) return s;
@@ -199,6 +238,17 @@ moe_status moe_ref_permute_grouped(const moe_tensor *x, const moe_tensor *topk_i
     if ((s = expect_index(row_src, "row_src", out->shape[0])) || (s = expect_index(offsets, "offsets", L + 1)) ||
         (s = check_experts(topk_ids, first_expert)))
         return s;
+    return MOE_OK;
+}
+
+moe_status moe_ref_permute_grouped(const moe_tensor *x, const moe_tensor *topk_ids, int first_expert,
+                                   int pad_multiple, moe_tensor *out, moe_tensor *row_src, moe_tensor *counts,
+                                   moe_tensor *offsets)
+{
+    moe_status s = moe_ref_check_permute_grouped(x, topk_ids, first_expert, pad_multiple, out, row_src, counts,
+                                                 offsets);
+    if (s != MOE_OK) return s;
+    int64_t L = counts->shape[0], T = x->shape[0], k = topk_ids->shape[1];
     size_t rb = moe_dtype_row_bytes(x->dtype, x->shape[1]);
     const int32_t *ids = topk_ids->data;
     int32_t *src = row_src->data, *cnt = counts->data, *off = offsets->data;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "moe/format.h"
 #include "quant_internal.h"
+#include "stage_checks.h"
 
 /* ---- elements ------------------------------------------------------------- */
 static void put_elem(moe_dtype d, void *base, int64_t row_elems, int64_t idx_row,
@@ -175,9 +176,9 @@ static void store_scale(const moe_quant_spec *s, const moe_q_geom *g, moe_tensor
     }
 }
 
-moe_status moe_ref_quantize(const moe_quant_spec *spec, const moe_tensor *x,
-                            const moe_tensor *static_scale, moe_tensor *q_out,
-                            moe_tensor *scale_out, moe_tensor *global_scale_out)
+moe_status moe_ref_check_quantize(const moe_quant_spec *spec, const moe_tensor *x,
+                                  const moe_tensor *static_scale, const moe_tensor *q_out,
+                                  const moe_tensor *scale_out, const moe_tensor *global_scale_out)
 {
     moe_status st = moe_quant_spec_check(spec);
     if (st != MOE_OK) return st;
@@ -203,6 +204,17 @@ moe_status moe_ref_quantize(const moe_quant_spec *spec, const moe_tensor *x,
         if (st == MOE_OK) st = check_positive(static_scale, "static_scale");
         if (st != MOE_OK) return st;
     }
+    return MOE_OK;
+}
+
+moe_status moe_ref_quantize(const moe_quant_spec *spec, const moe_tensor *x,
+                            const moe_tensor *static_scale, moe_tensor *q_out,
+                            moe_tensor *scale_out, moe_tensor *global_scale_out)
+{
+    moe_status st = moe_ref_check_quantize(spec, x, static_scale, q_out, scale_out, global_scale_out);
+    if (st != MOE_OK) return st;
+    moe_q_geom g;
+    moe_q_geometry(spec, "x", x->ndim, x->shape, &g);
     if (q_out->nbytes) memset(q_out->data, 0, q_out->nbytes);
     if (spec->gran == MOE_GRAN_NONE) { /* a plain cast under IEEE RNE */
         for (int64_t r = 0; r < g.B * g.R; r++)
@@ -255,9 +267,9 @@ moe_status moe_ref_quantize(const moe_quant_spec *spec, const moe_tensor *x,
 }
 
 /* ---- dequantize ---------------------------------------------------------------- */
-moe_status moe_ref_dequantize(const moe_quant_spec *spec, const moe_tensor *q,
-                              const moe_tensor *scale, const moe_tensor *global_scale,
-                              moe_tensor *x_out)
+moe_status moe_ref_check_dequantize(const moe_quant_spec *spec, const moe_tensor *q,
+                                    const moe_tensor *scale, const moe_tensor *global_scale,
+                                    const moe_tensor *x_out)
 {
     moe_status st = moe_quant_spec_check(spec);
     if (st != MOE_OK) return st;
@@ -270,7 +282,17 @@ moe_status moe_ref_dequantize(const moe_quant_spec *spec, const moe_tensor *q,
     st = check_scales(spec, &d, scale, "scale", global_scale, "global_scale", 1);
     if (st != MOE_OK) return st;
     if (!x_out) return moe_fail(MOE_ERR_NULL, "x_out: must not be NULL");
-    if ((st = expect_shape(x_out, "x_out", MOE_F32, d.q_ndim, d.q_shape)) != MOE_OK) return st;
+    return expect_shape(x_out, "x_out", MOE_F32, d.q_ndim, d.q_shape);
+}
+
+moe_status moe_ref_dequantize(const moe_quant_spec *spec, const moe_tensor *q,
+                              const moe_tensor *scale, const moe_tensor *global_scale,
+                              moe_tensor *x_out)
+{
+    moe_status st = moe_ref_check_dequantize(spec, q, scale, global_scale, x_out);
+    if (st != MOE_OK) return st;
+    moe_q_geom g;
+    moe_q_geometry(spec, "q", q->ndim, q->shape, &g);
     float *out = (float *)x_out->data;
     if (spec->gran == MOE_GRAN_NONE) {
         for (int64_t r = 0; r < g.B * g.R; r++)

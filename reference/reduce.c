@@ -3,6 +3,7 @@
 #include <string.h>
 #include "elem.h"
 #include "moe/reduce.h"
+#include "stage_checks.h"
 
 const char *moe_war_name(moe_war_kind w)
 {
@@ -30,9 +31,10 @@ static moe_status expect_out(const moe_tensor *out, int64_t m, int64_t K)
     return MOE_OK;
 }
 
-moe_status moe_ref_war_contiguous(const moe_tensor *fused, const moe_tensor *topk_weights, int weights_on_input,
-                                  moe_sum_variant sum, moe_tensor *out)
+moe_status moe_ref_check_war_contiguous(const moe_tensor *fused, const moe_tensor *topk_weights,
+                                        int weights_on_input, moe_sum_variant sum, const moe_tensor *out)
 {
+    (void)weights_on_input;
     moe_status s = moe_s_expect_storage(fused, "fused", -1);
     if (s != MOE_OK) return s;
     if ((s = moe_s_expect_storage(out, "out", 2))) return s;
@@ -46,6 +48,15 @@ moe_status moe_ref_war_contiguous(const moe_tensor *fused, const moe_tensor *top
                         (long long)M, (long long)k, (long long)K);
     if (sum != MOE_SUM_AUTO && sum != MOE_SUM_FP32 && sum != MOE_SUM_STORAGE_PER_ADD)
         return moe_fail(MOE_ERR_INVALID_ARG, "sum %d: not a moe_sum_variant", (int)sum);
+    return MOE_OK;
+}
+
+moe_status moe_ref_war_contiguous(const moe_tensor *fused, const moe_tensor *topk_weights, int weights_on_input,
+                                  moe_sum_variant sum, moe_tensor *out)
+{
+    moe_status s = moe_ref_check_war_contiguous(fused, topk_weights, weights_on_input, sum, out);
+    if (s != MOE_OK) return s;
+    int64_t M = out->shape[0], K = out->shape[1], k = topk_weights->shape[1];
     if (sum == MOE_SUM_AUTO) sum = (k >= 2 && k <= 4) ? MOE_SUM_STORAGE_PER_ADD : MOE_SUM_FP32;
     const float *w = topk_weights->data;
     moe_dtype fd = fused->dtype;
@@ -64,11 +75,17 @@ moe_status moe_ref_war_contiguous(const moe_tensor *fused, const moe_tensor *top
     return MOE_OK;
 }
 
-moe_status moe_ref_war_noop(const moe_tensor *fused, moe_tensor *out)
+moe_status moe_ref_check_war_noop(const moe_tensor *fused, const moe_tensor *out)
 {
     moe_status s = moe_s_expect_storage(fused, "fused", 2);
     if (s != MOE_OK) return s;
-    if ((s = expect_out(out, fused->shape[0], fused->shape[1]))) return s;
+    return expect_out(out, fused->shape[0], fused->shape[1]);
+}
+
+moe_status moe_ref_war_noop(const moe_tensor *fused, moe_tensor *out)
+{
+    moe_status s = moe_ref_check_war_noop(fused, out);
+    if (s != MOE_OK) return s;
     int64_t n = fused->shape[0] * fused->shape[1];
     if (fused->dtype == out->dtype) {
         memmove(out->data, fused->data, out->nbytes);
@@ -78,18 +95,29 @@ moe_status moe_ref_war_noop(const moe_tensor *fused, moe_tensor *out)
     return MOE_OK;
 }
 
-moe_status moe_ref_war_naive_batched(const moe_tensor *fused, const moe_tensor *topk_ids,
-                                     const moe_tensor *topk_weights, int first_expert, int weights_on_input,
-                                     moe_tensor *out)
+moe_status moe_ref_check_war_naive_batched(const moe_tensor *fused, const moe_tensor *topk_ids,
+                                           const moe_tensor *topk_weights, int first_expert,
+                                           int weights_on_input, const moe_tensor *out)
 {
     moe_status s = moe_s_expect_storage(fused, "fused", 3);
     if (s != MOE_OK) return s;
     if ((s = moe_tensor_expect(topk_ids, "topk_ids", MOE_I32, 2))) return s;
-    int64_t M = topk_ids->shape[0], k = topk_ids->shape[1], L = fused->shape[0], maxt = fused->shape[1],
-            K = fused->shape[2];
+    int64_t M = topk_ids->shape[0], k = topk_ids->shape[1], K = fused->shape[2];
     if ((s = expect_out(out, M, K))) return s;
     if (!weights_on_input && (s = expect_weights(topk_weights, M, k))) return s;
     if (first_expert < 0) return moe_fail(MOE_ERR_INVALID_ARG, "first_expert %d: must be >= 0", first_expert);
+    return MOE_OK;
+}
+
+moe_status moe_ref_war_naive_batched(const moe_tensor *fused, const moe_tensor *topk_ids,
+                                     const moe_tensor *topk_weights, int first_expert, int weights_on_input,
+                                     moe_tensor *out)
+{
+    moe_status s = moe_ref_check_war_naive_batched(fused, topk_ids, topk_weights, first_expert, weights_on_input,
+                                                   out);
+    if (s != MOE_OK) return s;
+    int64_t M = topk_ids->shape[0], k = topk_ids->shape[1], L = fused->shape[0], maxt = fused->shape[1],
+            K = fused->shape[2];
     const int32_t *ids = topk_ids->data;
     const float *w = weights_on_input ? NULL : topk_weights->data;
     memset(out->data, 0, out->nbytes);
@@ -115,9 +143,9 @@ moe_status moe_ref_war_naive_batched(const moe_tensor *fused, const moe_tensor *
     return MOE_OK;
 }
 
-moe_status moe_ref_finalize_trtllm(const moe_tensor *y, const moe_tensor *map, const moe_tensor *topk_ids,
-                                   const moe_tensor *topk_weights, const moe_tensor *bias, int first_expert,
-                                   int num_local_experts, moe_tensor *out)
+moe_status moe_ref_check_finalize_trtllm(const moe_tensor *y, const moe_tensor *map, const moe_tensor *topk_ids,
+                                         const moe_tensor *topk_weights, const moe_tensor *bias, int first_expert,
+                                         int num_local_experts, const moe_tensor *out)
 {
     moe_status s = moe_s_expect_storage(y, "y", 2);
     if (s != MOE_OK) return s;
@@ -139,7 +167,6 @@ moe_status moe_ref_finalize_trtllm(const moe_tensor *y, const moe_tensor *map, c
                             (long long)bias->shape[1], num_local_experts, (long long)K);
     }
     const int32_t *ids = topk_ids->data, *pr = map->data;
-    const float *w = topk_weights ? topk_weights->data : NULL, *b = bias ? bias->data : NULL;
     for (int64_t t = 0; t < T; t++)
         for (int64_t j = 0; j < k; j++) {
             int e = ids[t * k + j] - first_expert;
@@ -150,6 +177,19 @@ moe_status moe_ref_finalize_trtllm(const moe_tensor *y, const moe_tensor *map, c
                                 "unpermuted_row_to_permuted_row[%lld] = %d: a local slot needs a row of y (< %lld)",
                                 (long long)(j * T + t), p, (long long)P);
         }
+    return MOE_OK;
+}
+
+moe_status moe_ref_finalize_trtllm(const moe_tensor *y, const moe_tensor *map, const moe_tensor *topk_ids,
+                                   const moe_tensor *topk_weights, const moe_tensor *bias, int first_expert,
+                                   int num_local_experts, moe_tensor *out)
+{
+    moe_status s = moe_ref_check_finalize_trtllm(y, map, topk_ids, topk_weights, bias, first_expert,
+                                                 num_local_experts, out);
+    if (s != MOE_OK) return s;
+    int64_t T = topk_ids->shape[0], k = topk_ids->shape[1], K = y->shape[1];
+    const int32_t *ids = topk_ids->data, *pr = map->data;
+    const float *w = topk_weights ? topk_weights->data : NULL, *b = bias ? bias->data : NULL;
     for (int64_t t = 0; t < T; t++)
         for (int64_t c = 0; c < K; c++) {
             float acc = 0.0f;

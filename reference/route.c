@@ -2,6 +2,7 @@
 #include "elem.h"
 #include "math.h"
 #include "moe/route.h"
+#include "stage_checks.h"
 
 const char *moe_route_method_name(moe_route_method m)
 {
@@ -152,15 +153,23 @@ static void route_row(const moe_route_params *p, const float *x, int E, float *p
         for (int j = 0; j < k; j++) w[j] = w[j] * p->routed_scaling_factor;
 }
 
-moe_status moe_ref_route(const moe_tensor *logits, const moe_route_params *p, moe_tensor *topk_ids,
-                         moe_tensor *topk_weights)
+moe_status moe_ref_check_route(const moe_tensor *logits, const moe_route_params *p, const moe_tensor *topk_ids,
+                               const moe_tensor *topk_weights)
 {
     moe_status s = check(logits, p, topk_ids, topk_weights);
     if (s != MOE_OK) return s;
-    int64_t M = logits->shape[0];
-    int E = (int)logits->shape[1];
     if (p->method == MOE_ROUTE_GROUPED_TOPK && p->num_expert_group > 1024)
         return moe_fail(MOE_ERR_UNSUPPORTED, "num_expert_group %d: at most 1024", p->num_expert_group);
+    return MOE_OK;
+}
+
+moe_status moe_ref_route(const moe_tensor *logits, const moe_route_params *p, moe_tensor *topk_ids,
+                         moe_tensor *topk_weights)
+{
+    moe_status s = moe_ref_check_route(logits, p, topk_ids, topk_weights);
+    if (s != MOE_OK) return s;
+    int64_t M = logits->shape[0];
+    int E = (int)logits->shape[1];
     int failed = 0;
 #pragma omp parallel
     {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "moe/sort_ck.h"
+#include "stage_checks.h"
 
 /* B.2: the slot lives in bits 24..31 and the token in bits 0..23. */
 #define MOCK_TOKEN_MAX 0xFFFFFF
@@ -130,10 +131,10 @@ static moe_status count_pairs(const int32_t *id, int64_t T, int topk, int E, int
     return MOE_OK;
 }
 
-moe_status moe_ref_sort_ck(const moe_tensor *topk_ids, const moe_tensor *topk_weights,
-                           const moe_sort_ck_params *params, moe_tensor *sorted_token_ids,
-                           moe_tensor *sorted_weights, moe_tensor *sorted_expert_ids,
-                           moe_tensor *num_tokens_post_padded)
+moe_status moe_ref_check_sort_ck(const moe_tensor *topk_ids, const moe_tensor *topk_weights,
+                                 const moe_sort_ck_params *params, const moe_tensor *sorted_token_ids,
+                                 const moe_tensor *sorted_weights, const moe_tensor *sorted_expert_ids,
+                                 const moe_tensor *num_tokens_post_padded)
 {
     moe_status s = moe_tensor_expect_host(topk_ids, "topk_ids", MOE_I32, 2);
     if (s == MOE_OK) s = moe_tensor_expect_host(topk_weights, "topk_weights", MOE_F32, 2);
@@ -149,8 +150,19 @@ moe_status moe_ref_sort_ck(const moe_tensor *topk_ids, const moe_tensor *topk_we
     s = check_params(params, T, topk);
     if (s == MOE_OK)
         s = check_outputs(sorted_token_ids, sorted_weights, sorted_expert_ids, num_tokens_post_padded);
-    if (s != MOE_OK) return s;
+    return s;
+}
 
+moe_status moe_ref_sort_ck(const moe_tensor *topk_ids, const moe_tensor *topk_weights,
+                           const moe_sort_ck_params *params, moe_tensor *sorted_token_ids,
+                           moe_tensor *sorted_weights, moe_tensor *sorted_expert_ids,
+                           moe_tensor *num_tokens_post_padded)
+{
+    moe_status s = moe_ref_check_sort_ck(topk_ids, topk_weights, params, sorted_token_ids, sorted_weights,
+                                         sorted_expert_ids, num_tokens_post_padded);
+    if (s != MOE_OK) return s;
+    int64_t T = topk_ids->shape[0];
+    int topk = (int)topk_ids->shape[1];
     const int E = params->num_experts;
     const int64_t unit = params->unit_size;
     const int32_t *mask = params->local_expert_mask ? params->local_expert_mask->data : NULL;
