@@ -4,6 +4,7 @@
 #include "elem.h"
 #include "moe/format.h"
 #include "moe/gemm.h"
+#include "quant_internal.h"
 
 /* Where each scheme's scales enter the product (see gemm.h). */
 static const moe_gemm_numerics numerics[MOE_SCHEME_COUNT] = {
@@ -115,6 +116,88 @@ static moe_status check_args(const moe_gemm_args *g, const moe_tensor *out, moe_
     return MOE_OK;
 }
 
+/* moe_ref_dequantize's argument checks (reference/quant.c, in its order:
+ * geometry, q, the scale, the global scale), the tensors named as the GEMM
+ * names them. */
+static moe_status expect_dims(const moe_tensor *t, const char *arg, moe_dtype dt, int ndim, const int64_t *shape)
+{
+    moe_status s = moe_tensor_expect_host(t, arg, dt, ndim);
+    if (s != MOE_OK) return s;
+    for (int i = 0; i < ndim; i++)
+        if (t->shape[i] != shape[i])
+            return moe_fail(MOE_ERR_SHAPE, "%s: shape[%d] = %lld, expected %lld", arg, i, (long long)t->shape[i],
+                            (long long)shape[i]);
+    return MOE_OK;
+}
+
+static moe_status check_dequant(const moe_quant_spec *spec, const moe_tensor *q, const char *q_arg,
+                                const moe_tensor *scale, const char *scale_arg, const moe_tensor *global,
+                                const char *global_arg)
+{
+    moe_q_geom geo;
+    moe_quant_dims d;
+    moe_status s = moe_q_geometry(spec, q_arg, q->ndim, q->shape, &geo);
+    if (s || (s = moe_quant_shapes(spec, q->ndim, q->shape, &d))) return s;
+    if ((s = expect_dims(q, q_arg, d.q_dtype, d.q_ndim, d.q_shape))) return s;
+    if (d.has_scale) {
+        if (!scale) return moe_fail(MOE_ERR_NULL, "%s: scheme has %s scales; must not be NULL", scale_arg,
+                                    moe_scale_rule_name(spec->rule));
+        if ((s = expect_dims(scale, scale_arg, d.scale_dtype, d.scale_ndim, d.scale_shape))) return s;
+    } else if (scale) {
+        return moe_fail(MOE_ERR_INVALID_ARG, "%s: the spec has no scale; pass NULL", scale_arg);
+    }
+    if (d.has_global) {
+        if (!global) return moe_fail(MOE_ERR_NULL, "%s: NVFP4 with a global scale needs it; must not be NULL", global_arg);
+        return expect_dims(global, global_arg, MOE_F32, d.global_ndim, d.global_shape);
+    }
+    if (global) return moe_fail(MOE_ERR_INVALID_ARG, "%s: only NVFP4 with a global scale has one; pass NULL", global_arg);
+    return MOE_OK;
+}
+
+/* BLOCK_TILES reads its f32 scales directly: a_scale [P, kt], w_scale
+ * [E, nt, kt] (any rank with that many values). */
+static moe_status check_tile_scales(const moe_gemm_args *g, const moe_quant_spec *ws, const moe_quant_spec *as)
+{
+    int64_t P = g->a->shape[0], K = g->a->shape[1], E = g->w->shape[0], N = g->w->shape[1];
+    int64_t bk = as->group_k, bn = ws->block_n, kt = (K + bk - 1) / bk, nt = (N + bn - 1) / bn;
+    moe_status s = moe_tensor_expect(g->a_scale, "a_scale", MOE_F32, -1);
+    if (s || (s = moe_tensor_expect(g->w_scale, "w_scale", MOE_F32, -1))) return s;
+    if (moe_tensor_numel(g->a_scale) != P * kt)
+        return moe_fail(MOE_ERR_SHAPE, "a_scale: %lld scales, expected P * ceil(K/%lld) = %lld",
+                        (long long)moe_tensor_numel(g->a_scale), (long long)bk, (long long)(P * kt));
+    if (moe_tensor_numel(g->w_scale) != E * nt * kt)
+        return moe_fail(MOE_ERR_SHAPE, "w_scale: %lld scales, expected E * ceil(N/%lld) * ceil(K/%lld) = %lld",
+                        (long long)moe_tensor_numel(g->w_scale), (long long)bn, (long long)bk,
+                        (long long)(E * nt * kt));
+    return MOE_OK;
+}
+
+static moe_status check_all(const moe_gemm_args *g, const moe_tensor *out, moe_quant_spec *ws, moe_quant_spec *as)
+{
+    moe_status s = check_args(g, out, ws, as);
+    if (s != MOE_OK) return s;
+    int64_t P = g->a->shape[0], E = g->w->shape[0], N = g->w->shape[1];
+    if (P == 0 || N == 0) return MOE_OK; /* nothing is dequantized */
+    if (numerics[g->scheme] == MOE_GEMM_BLOCK_TILES) return check_tile_scales(g, ws, as);
+    if (as->gran != MOE_GRAN_NONE && (s = check_dequant(as, g->a, "a", g->a_scale, "a_scale", g->a_global, "a_global")))
+        return s;
+    if (ws->gran == MOE_GRAN_NONE) return MOE_OK;
+    const int32_t *re = g->row_expert->data;
+    int64_t e = -1;
+    for (int64_t p = 0; p < P && e < 0; p++) e = re[p];
+    if (e < 0) return MOE_OK; /* no expert has rows: no weight is read */
+    moe_tensor we = slice_expert(g->w, e, E), wsc, wgl;
+    if (g->w_scale) wsc = slice_expert(g->w_scale, e, E);
+    if (g->w_global) wgl = slice_expert(g->w_global, e, E);
+    return check_dequant(ws, &we, "w", g->w_scale ? &wsc : NULL, "w_scale", g->w_global ? &wgl : NULL, "w_global");
+}
+
+moe_status moe_gemm_check(const moe_gemm_args *g, const moe_tensor *out)
+{
+    moe_quant_spec ws, as;
+    return check_all(g, out, &ws, &as);
+}
+
 /* BLOCK_TILES: decoded elements, scales per 128-k tile (linear f32 scales:
  * a_scale [P, K/bk], w_scale [E, ceil(N/bn), ceil(K/bk)]). */
 static void block_rows(const moe_gemm_args *g, const moe_quant_spec *ws, const moe_quant_spec *as,
@@ -163,7 +246,7 @@ static void plain_rows(const moe_gemm_args *g, const float *a, const float *w, i
 moe_status moe_ref_grouped_gemm(const moe_gemm_args *g, moe_tensor *out)
 {
     moe_quant_spec ws, as;
-    moe_status s = check_args(g, out, &ws, &as);
+    moe_status s = check_all(g, out, &ws, &as);
     if (s != MOE_OK) return s;
     moe_gemm_numerics mode = numerics[g->scheme];
     int64_t P = g->a->shape[0], K = g->a->shape[1], E = g->w->shape[0], N = g->w->shape[1];

@@ -51,6 +51,18 @@ typedef struct {
 /* out [P, N] (f32, bf16 or f16) = the rows' products, as described above. */
 moe_status moe_ref_grouped_gemm(const moe_gemm_args *g, moe_tensor *out);
 
+/* The argument checks of moe_ref_grouped_gemm, shared by every backend's
+ * grouped GEMM so that bad input gets the same status and message on all
+ * of them: MOE_OK exactly when moe_ref_grouped_gemm would return MOE_OK
+ * (barring allocation failure), else its status. In order: the arguments'
+ * dtypes, ranks and shapes, bias, the scale tensors' presence and leading
+ * dims, row_expert's range; then, when P > 0 and N > 0, the operands'
+ * dequantization arguments as moe_ref_dequantize checks them (activations
+ * first; the weights of one expert's slice when some row has an expert),
+ * or for BLOCK_TILES the f32 tile scales (a_scale P * ceil(K/128) values,
+ * w_scale E * ceil(N/128) * ceil(K/128)). Reads row_expert, no other data. */
+moe_status moe_gemm_check(const moe_gemm_args *g, const moe_tensor *out);
+
 #ifdef __cplusplus
 }
 #endif
