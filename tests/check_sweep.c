@@ -1,5 +1,6 @@
-/* The sweep harness: the quick tier passes on the reference backend with
- * every scheme run somewhere; records do not depend on --jobs; a
+/* The sweep harness: the quick tier passes on the reference and CPU
+ * backends (the CPU one stage by stage through the replay) with every
+ * scheme run somewhere; records do not depend on --jobs; a
  * deliberately wrong backend stage is caught end to end and named by the
  * stage replay; unavailable backends are skipped, never passed; the CLI's
  * usage errors and its atomic output file. */
@@ -46,9 +47,9 @@ static long count_verdicts(moe_sweep_tier tier, const char *only_pf, const moe_s
     return cases;
 }
 
-START_TEST(quick_tier_passes_on_ref)
+START_TEST(quick_tier_passes_on_ref_and_cpu)
 {
-    moe_sweep_options o = {{"ref"}, 1, NULL, NULL};
+    moe_sweep_options o = {{"ref", "cpu"}, 2, NULL, NULL};
     long cnt[MOE_VERDICT_COUNT] = {0};
     int ran[MOE_SCHEME_COUNT] = {0};
     long n = count_verdicts(MOE_TIER_QUICK, NULL, &o, cnt, ran);
@@ -276,7 +277,7 @@ static Suite *sweep_suite(void)
     Suite *s = suite_create("sweep");
     TCase *tc = tcase_create("sweep");
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, quick_tier_passes_on_ref);
+    tcase_add_test(tc, quick_tier_passes_on_ref_and_cpu);
     tcase_add_test(tc, jobs_do_not_change_records);
     tcase_add_test(tc, wrong_stage_is_named);
     tcase_add_test(tc, stagewise_e2e_for_reordering_backends);
