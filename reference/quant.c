@@ -304,18 +304,7 @@ moe_status moe_ref_dequantize(const moe_quant_spec *spec, const moe_tensor *q,
         float gs = spec->use_global_scale ? ((const float *)global_scale->data)[b] : 1.0f;
         for (int64_t sr = 0; sr < g.SR; sr++)
             for (int64_t sc = 0; sc < g.SC; sc++) {
-                int lane;
-                int64_t i = moe_q_scale_index(spec, &g, b, sr, sc, &lane);
-                float s;
-                if (spec->layout == MOE_SF_UE8M0_PACK4) {
-                    uint32_t w;
-                    memcpy(&w, (const uint8_t *)scale->data + i * 4, 4);
-                    s = moe_e8m0_to_f32((uint8_t)(w >> (8 * lane)));
-                } else if (spec->scale_dtype == MOE_F32) {
-                    s = ((const float *)scale->data)[i];
-                } else {
-                    s = moe_q_code_scale(spec, ((const uint8_t *)scale->data)[i], gs);
-                }
+                float s = moe_q_scale_at(spec, &g, scale->data, b, sr, sc, gs);
                 int64_t r0 = sr * g.rh, c0 = sc * g.cw;
                 int64_t r1 = r0 + g.rh < g.R ? r0 + g.rh : g.R;
                 int64_t c1 = c0 + g.cw < g.K ? c0 + g.cw : g.K;

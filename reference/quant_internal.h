@@ -53,6 +53,11 @@ void moe_q_rule_dynamic(const moe_quant_spec *spec, const moe_q_stats *st, float
 float moe_q_nvfp4_global(const moe_quant_spec *spec, float amax_prop);
 /* Dequant multiplier of a stored E8M0 / E4M3 code (NVFP4: sf / gs). */
 float moe_q_code_scale(const moe_quant_spec *spec, uint8_t code, float gs);
+/* The dequant multiplier of scale (b, sr, sc) as stored in `scale` (any
+ * layout: packed UE8M0 lanes, f32, E8M0 / E4M3 codes); gs as above. The
+ * reference's dequantize and the CPU backend's read scales through it. */
+float moe_q_scale_at(const moe_quant_spec *spec, const moe_q_geom *g, const void *scale, int64_t b, int64_t sr,
+                     int64_t sc, float gs);
 
 /* A NaN with a fixed sign: the input's when the input x was NaN, else +. */
 float moe_q_canon_nan(float v, float x);

@@ -2,6 +2,7 @@
  * output shapes, and the scale layouts (linear, the 128x4 swizzled atom of
  * cuBLAS / CUTLASS / TRT-LLM NVFP4 and MX, DeepEP-LL's UE8M0 packing). */
 #include <string.h>
+#include "moe/format.h"
 #include "quant_internal.h"
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -163,4 +164,22 @@ moe_status moe_quant_alloc(const moe_quant_spec *spec, int ndim, const int64_t *
         moe_tensor_free(global_scale);
     }
     return st;
+}
+
+float moe_q_scale_at(const moe_quant_spec *spec, const moe_q_geom *g, const void *scale, int64_t b, int64_t sr,
+                     int64_t sc, float gs)
+{
+    int lane;
+    int64_t i = moe_q_scale_index(spec, g, b, sr, sc, &lane);
+    if (spec->layout == MOE_SF_UE8M0_PACK4) {
+        uint32_t w;
+        memcpy(&w, (const uint8_t *)scale + i * 4, 4);
+        return moe_e8m0_to_f32((uint8_t)(w >> (8 * lane)));
+    }
+    if (spec->scale_dtype == MOE_F32) {
+        float f;
+        memcpy(&f, (const uint8_t *)scale + i * 4, 4);
+        return f;
+    }
+    return moe_q_code_scale(spec, ((const uint8_t *)scale)[i], gs);
 }

@@ -345,19 +345,7 @@ static int64_t row_bytes_of(moe_dtype dt, int64_t K)
 /* the scale (sr, sc) as moe_ref_dequantize reads it */
 static float scale_at(const operand *o, int64_t sr, int64_t sc)
 {
-    int lane;
-    int64_t i = moe_q_scale_index(o->sp, &o->geo, 0, sr, sc, &lane);
-    if (o->sp->layout == MOE_SF_UE8M0_PACK4) {
-        uint32_t w;
-        memcpy(&w, o->scale + i * 4, 4);
-        return moe_e8m0_to_f32((uint8_t)(w >> (8 * lane)));
-    }
-    if (o->sp->scale_dtype == MOE_F32) {
-        float f;
-        memcpy(&f, o->scale + i * 4, 4);
-        return f;
-    }
-    return moe_q_code_scale(o->sp, o->scale[i], o->gs);
+    return moe_q_scale_at(o->sp, &o->geo, o->scale, 0, sr, sc, o->gs);
 }
 
 /* row r of the matrix as f32: decode(q) * scale of its group, one rounding */
