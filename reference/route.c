@@ -2,6 +2,7 @@
 #include "elem.h"
 #include "math.h"
 #include "moe/route.h"
+#include "route_row.h"
 #include "stage_checks.h"
 
 const char *moe_route_method_name(moe_route_method m)
@@ -22,8 +23,9 @@ static int argmax(const float *val, const unsigned char *ok, int E)
     return best;
 }
 
-static void scores(const float *x, int E, moe_score_func f, float *p)
+static void scores(const float *x, int E, moe_score_func f, float *p, float *scratch)
 {
+    (void)scratch;
     if (f == MOE_SCORE_SIGMOID) {
         for (int e = 0; e < E; e++) p[e] = moe_sigmoidf(x[e]);
     } else {
@@ -92,8 +94,8 @@ static moe_status check(const moe_tensor *logits, const moe_route_params *p, con
 }
 
 /* One token. x: logits as f32; work: 3*E floats + E bytes. */
-static void route_row(const moe_route_params *p, const float *x, int E, float *prob, float *sel, float *gscore,
-                      unsigned char *ok, int32_t *ids, float *w)
+void moe_route_row(const moe_route_params *p, const float *x, int E, float *prob, float *sel, float *gscore,
+                   unsigned char *ok, int32_t *ids, float *w, moe_route_scores_fn score_fn, moe_route_topk_fn topk_fn)
 {
     const float *bias = p->correction_bias ? p->correction_bias->data : NULL;
     int k = p->topk;
@@ -106,8 +108,8 @@ static void route_row(const moe_route_params *p, const float *x, int E, float *p
         w[0] = moe_sigmoidf(x[best]);
         if (!finite(w[0])) w[0] = 0.0f;
     } else {
-        scores(x, E, p->method == MOE_ROUTE_SIGMOID_TOPK ? MOE_SCORE_SIGMOID
-                     : p->method == MOE_ROUTE_GROUPED_TOPK ? p->score : MOE_SCORE_SOFTMAX, prob);
+        score_fn(x, E, p->method == MOE_ROUTE_SIGMOID_TOPK ? MOE_SCORE_SIGMOID
+                       : p->method == MOE_ROUTE_GROUPED_TOPK ? p->score : MOE_SCORE_SOFTMAX, prob, sel);
         for (int e = 0; e < E; e++) sel[e] = bias ? prob[e] + bias[e] : prob[e];
         if (p->method == MOE_ROUTE_GROUPED_TOPK) {
             int G = p->num_expert_group, per = E / G;
@@ -133,14 +135,18 @@ static void route_row(const moe_route_params *p, const float *x, int E, float *p
             }
             for (int e = 0; e < E; e++) ok[e] = keep[e / per];
         }
-        for (int j = 0; j < k; j++) {
-            int best = argmax(sel, ok, E);
-            if (best < 0) { /* only possible with NaN selection values: take the lowest free id */
-                for (best = 0; !ok[best]; best++) {}
+        if (topk_fn && topk_fn(sel, ok, E, k, ids, gscore)) { /* gscore is free again: k values */
+            for (int j = 0; j < k; j++) w[j] = prob[ids[j]];
+        } else {
+            for (int j = 0; j < k; j++) {
+                int best = argmax(sel, ok, E);
+                if (best < 0) { /* only possible with NaN selection values: take the lowest free id */
+                    for (best = 0; !ok[best]; best++) {}
+                }
+                ids[j] = best;
+                w[j] = prob[best];
+                ok[best] = 0;
             }
-            ids[j] = best;
-            w[j] = prob[best];
-            ok[best] = 0;
         }
     }
     if (p->renormalize) {
@@ -184,8 +190,8 @@ moe_status moe_ref_route(const moe_tensor *logits, const moe_route_params *p, mo
             if (!buf || !ok) continue;
             float *x = buf + 3 * (size_t)E;
             for (int e = 0; e < E; e++) x[e] = moe_s_load(logits->dtype, logits->data, t * E + e);
-            route_row(p, x, E, buf, buf + E, buf + 2 * (size_t)E, ok, (int32_t *)topk_ids->data + t * p->topk,
-                      (float *)topk_weights->data + t * p->topk);
+            moe_route_row(p, x, E, buf, buf + E, buf + 2 * (size_t)E, ok, (int32_t *)topk_ids->data + t * p->topk,
+                          (float *)topk_weights->data + t * p->topk, scores, NULL);
         }
         free(buf);
         free(ok);

@@ -1,6 +1,7 @@
 /* CPU backend: route. Tokens in parallel (static chunks), one per-thread
- * work buffer. Per token the arithmetic is reference/route.c's, in its
- * order: scores with the canonical math of reference/math.h, the biased
+ * work buffer. Per token it runs the reference's own moe_route_row
+ * (reference/route_row.h) with two plug-ins that give the same bits, so the
+ * arithmetic is reference/route.c's, in its order: scores with the canonical math of reference/math.h, the biased
  * selection values, the group scores, renormalization and scaling. The
  * selection differs only in how it is found: the reference takes the
  * argmax of the remaining experts k times (ties to the lower id); here one
@@ -16,19 +17,10 @@
 #include "cpu_internal.h"
 #include "cpu_vmath.h"
 #include "math.h"
+#include "route_row.h"
 #include "stage_checks.h"
 
 static int finite(float x) { return x - x == 0.0f; }
-
-/* reference/route.c argmax: largest allowed val, ties to the lower id; a
- * NaN first candidate stays (val[e] > NaN is false). */
-static int argmax(const float *val, const unsigned char *ok, int E)
-{
-    int best = -1;
-    for (int e = 0; e < E; e++)
-        if (ok[e] && (best < 0 || val[e] > val[best])) best = e;
-    return best;
-}
 
 /* reference/route.c's scores; the exponentials four lanes at a time
  * (cpu_vmath.h, the reference's bits), the sum in expert order. t: E
@@ -89,74 +81,6 @@ static int topk_insert(const float *sel, const unsigned char *ok, int E, int k, 
     return n == k;
 }
 
-static void route_row(const moe_route_params *p, const float *x, int E, float *prob, float *sel, float *gscore,
-                      unsigned char *ok, int32_t *ids, float *w)
-{
-    const float *bias = p->correction_bias ? p->correction_bias->data : NULL;
-    int k = p->topk;
-    for (int e = 0; e < E; e++) ok[e] = 1;
-    if (p->method == MOE_ROUTE_LLAMA4_TOP1) {
-        int best = argmax(x, ok, E);
-        if (best < 0) best = 0;
-        ids[0] = best;
-        w[0] = moe_sigmoidf(x[best]);
-        if (!finite(w[0])) w[0] = 0.0f;
-    } else {
-        scores(x, E, p->method == MOE_ROUTE_SIGMOID_TOPK ? MOE_SCORE_SIGMOID
-                     : p->method == MOE_ROUTE_GROUPED_TOPK ? p->score : MOE_SCORE_SOFTMAX, prob, sel);
-        if (bias)
-            for (int e = 0; e < E; e++) sel[e] = prob[e] + bias[e];
-        else
-            for (int e = 0; e < E; e++) sel[e] = prob[e];
-        if (p->method == MOE_ROUTE_GROUPED_TOPK) {
-            int G = p->num_expert_group, per = E / G;
-            for (int g = 0; g < G; g++) {
-                const float *s = sel + g * per;
-                int i1 = 0;
-                for (int i = 1; i < per; i++)
-                    if (s[i] > s[i1]) i1 = i;
-                if (bias) {
-                    int i2 = -1;
-                    for (int i = 0; i < per; i++)
-                        if (i != i1 && (i2 < 0 || s[i] > s[i2])) i2 = i;
-                    gscore[g] = s[i1] + s[i2];
-                } else {
-                    gscore[g] = s[i1];
-                }
-            }
-            unsigned char gok[1024], keep[1024];
-            for (int g = 0; g < G; g++) gok[g] = 1, keep[g] = 0;
-            for (int r = 0; r < p->topk_group; r++) {
-                int g = argmax(gscore, gok, G);
-                keep[g] = 1, gok[g] = 0;
-            }
-            for (int e = 0; e < E; e++) ok[e] = keep[e / per];
-        }
-        /* gscore (E floats) is free again: the k best values */
-        if (topk_insert(sel, ok, E, k, ids, gscore)) {
-            for (int j = 0; j < k; j++) w[j] = prob[ids[j]];
-        } else { /* the reference's walk, for NaN selection values */
-            for (int j = 0; j < k; j++) {
-                int best = argmax(sel, ok, E);
-                if (best < 0) {
-                    for (best = 0; !ok[best]; best++) {}
-                }
-                ids[j] = best;
-                w[j] = prob[best];
-                ok[best] = 0;
-            }
-        }
-    }
-    if (p->renormalize) {
-        float sum = 0.0f;
-        for (int j = 0; j < k; j++) sum = sum + w[j];
-        float d = sum > 0.0f ? sum : 1.0f;
-        for (int j = 0; j < k; j++) w[j] = w[j] / d;
-    }
-    if (p->routed_scaling_factor != 1.0f)
-        for (int j = 0; j < k; j++) w[j] = w[j] * p->routed_scaling_factor;
-}
-
 moe_status moe_cpu_route(const moe_tensor *logits, const moe_route_params *p, moe_tensor *topk_ids, moe_tensor *topk_weights)
 {
     moe_status s = moe_ref_check_route(logits, p, topk_ids, topk_weights);
@@ -177,8 +101,8 @@ moe_status moe_cpu_route(const moe_tensor *logits, const moe_route_params *p, mo
             if (!buf || !ok) continue;
             float *x = buf + 3 * (size_t)E;
             cpu_load_row(logits->dtype, logits->data, t * E, E, x);
-            route_row(p, x, E, buf, buf + E, buf + 2 * (size_t)E, ok, (int32_t *)topk_ids->data + t * p->topk,
-                      (float *)topk_weights->data + t * p->topk);
+            moe_route_row(p, x, E, buf, buf + E, buf + 2 * (size_t)E, ok, (int32_t *)topk_ids->data + t * p->topk,
+                          (float *)topk_weights->data + t * p->topk, scores, topk_insert);
         }
         free(buf);
         free(ok);
