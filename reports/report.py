@@ -776,14 +776,16 @@ def tick_label(t):
 def line_plot(series, names):
     # The legend column is as wide as the longest series name.
     R = 50 + 7 * max(len(n) for n in names)
-    W, H, L, T, B = 460 + R, 320, 70, 16, 50
-    pw, ph = W - L - R, H - T - B
     ms = sorted({m for s in series.values() for m, _ in s})
     ts = [t for s in series.values() for _, t in s]
+    yt, ylo, yhi = log_ticks(min(ts), max(ts))
+    # The left margin clears the widest tick label and the rotated axis title.
+    L = 34 + 7 * max(len(tick_label(t)) for t in yt)
+    W, H, T, B = 390 + L + R, 320, 16, 50
+    pw, ph = W - L - R, H - T - B
     x0, x1 = math.log2(ms[0]), math.log2(ms[-1])
     if x0 == x1:
         x0, x1 = x0 - 1, x1 + 1
-    yt, ylo, yhi = log_ticks(min(ts), max(ts))
     y0, y1 = math.log10(ylo), math.log10(yhi)
     X = lambda m: L + (math.log2(m) - x0) / (x1 - x0) * pw
     Y = lambda t: T + ph - (math.log10(t) - y0) / (y1 - y0) * ph
