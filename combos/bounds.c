@@ -12,11 +12,13 @@
 
 #define U_F32 0x1p-24
 
-double moe_gamma_f32(int64_t n)
+double moe_gamma(int64_t n, double u)
 {
-    double nu = (double)n * U_F32;
+    double nu = (double)n * u;
     return n >= 0 && nu < 0.5 ? nu / (1.0 - nu) : INFINITY;
 }
+
+double moe_gamma_f32(int64_t n) { return moe_gamma(n, U_F32); }
 
 /* expert e's slice of a tensor whose leading dimension is E (as the reference slices) */
 static moe_tensor slice(const moe_tensor *t, int64_t e, int64_t E)

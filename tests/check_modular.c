@@ -4,6 +4,8 @@
  * naive_batched stay within bounds derived below; chunked runs equal
  * unchunked ones; unknown and unimplemented types; M = 0. */
 #include <check.h>
+#include "moe/bounds.h"
+#include "moe/slot_bound.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,17 +239,6 @@ END_TEST
  * The test bound is the sum of the two sides' bounds (triangle inequality
  * through S, or through sum w_j Y_j for naive_batched). */
 
-static double hulp(double x)
-{
-    x = fabs(x);
-    if (x < ldexp(1.0, -126)) return ldexp(1.0, -134);
-    int e;
-    frexp(x, &e); /* x = f 2^e, f in [0.5, 1): binade 2^(e-1), ulp 2^(e-8) */
-    return ldexp(1.0, e - 9);
-}
-
-static double gam(int n, double r) { return n * r / (1.0 - n * r); }
-
 static double worst_share = 0.0;
 
 static void bounded_case(moe_scheme sc, int k, const char *pf, const char *ex)
@@ -281,18 +272,18 @@ static void bounded_case(moe_scheme sc, int k, const char *pf, const char *ex)
             double o = ld(&out, i), r = ld(&ref, i), sw = 0, swh = 0, sA = 0, sZ = 0, ez = 0;
             for (int j = 0; j < k; j++) {
                 double wj = fabs(((float *)p.w.data)[t * k + j]), yj = ld(&Y[j], i);
-                sw += wj * fabs(yj), swh += wj * hulp(yj);
-                double A = wj * (fabs(yj) + hulp(yj)), e = (v + u * (1 + v)) * A + ldexp(1.0, -133);
+                sw += wj * fabs(yj), swh += wj * moe_half_ulp(MOE_BF16, yj);
+                double A = wj * (fabs(yj) + moe_half_ulp(MOE_BF16, yj)), e = (v + u * (1 + v)) * A + ldexp(1.0, -133);
                 sA += A, ez += e, sZ += A + e;
             }
             double bref, bmk;
             if (triton) {
-                bref = hulp(r) + swh + gam(k, v) * sw + 2 * k * d;
-                bmk = ez + (per_add ? gam(k - 1, ua) * sZ + (k - 1) * (sub + d)
-                                    : gam(k - 1, v) * sZ + (k - 1) * d + hulp(o));
+                bref = moe_half_ulp(MOE_BF16, r) + swh + moe_gamma(k, v) * sw + 2 * k * d;
+                bmk = ez + (per_add ? moe_gamma(k - 1, ua) * sZ + (k - 1) * (sub + d)
+                                    : moe_gamma(k - 1, v) * sZ + (k - 1) * d + moe_half_ulp(MOE_BF16, o));
             } else {
-                bref = hulp(r) + gam(k, v) * sw + 2 * k * d;
-                bmk = gam(k, ua) * (1 + v) * sw + v * sw + k * (sub + 2 * d);
+                bref = moe_half_ulp(MOE_BF16, r) + moe_gamma(k, v) * sw + 2 * k * d;
+                bmk = moe_gamma(k, ua) * (1 + v) * sw + v * sw + k * (sub + 2 * d);
             }
             double diff = fabs(o - r), B = bref + bmk;
             ck_assert_msg(diff <= B, "%s+%s %s k=%d [%d,%d]: |%.9g - %.9g| = %.3g > bound %.3g", pf, ex,

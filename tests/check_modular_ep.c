@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "moe/bounds.h"
 #include "moe/format.h"
 #include "moe/forward.h"
 #include "moe/modular.h"
@@ -154,7 +155,6 @@ END_TEST
  * there is 2^-134). y_i is read back from the oracle itself: with the
  * one-hot weight 1.0 on slot i, moe_ref_forward returns rb(fl32(1 * y_i)
  * + zeros) = y_i exactly. */
-static double gam(int n, double u) { return n * u / (1.0 - n * u); }
 static double worst_share = 0.0;
 
 START_TEST(topk_bounded)
@@ -174,7 +174,7 @@ START_TEST(topk_bounded)
                 y[i] = tt_new(p.xd, 2, p.G, H, 0);
                 oracle(&p, &oh, 0, &y[i]);
             }
-            double g1 = gam(k - 1, u), gR = gam(R - 1, u), e1 = g1 + ub * (1 + g1);
+            double g1 = moe_gamma(k - 1, u), gR = moe_gamma(R - 1, u), e1 = g1 + ub * (1 + g1);
             double coef = e1 + gR * (1 + e1) + ub * (1 + gR) * (1 + e1) + g1 + ub * (1 + g1);
             double eta = (R + 2) * ldexp(1.0, -133);
             for (int pi = 0; pi < 2; pi++) {

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "moe/bounds.h"
 #include "moe/dispatch.h"
 #include "moe/format.h"
 #include "moe/forward.h"
@@ -196,14 +197,13 @@ END_TEST
  * half of bf16's subnormal spacing) in the gradual-underflow range. y_i
  * is read back from the oracle itself: with the one-hot weight 1.0 on
  * slot i, moe_ref_forward returns rb(fl32(1 * y_i) + zeros) = y_i. */
-static double gam(int n, double u) { return n * u / (1.0 - n * u); }
 static double worst_share = 0.0;
 
 START_TEST(topk_bounded)
 {
     const int k = KMAX;
     const double u = ldexp(1.0, -24), ub = ldexp(1.0, -8);
-    const double gk = gam(k, u), coef = 2 * ub * (1 + gk) + 2 * gk, eta = (2 * k + 2) * ldexp(1.0, -134);
+    const double gk = moe_gamma(k, u), coef = 2 * ub * (1 + gk) + 2 * gk, eta = (2 * k + 2) * ldexp(1.0, -134);
     for (int ci = 0; ci < 3; ci++)
         for (int R = 2; R <= 4; R += 2) {
             prob p;

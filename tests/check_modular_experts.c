@@ -6,6 +6,8 @@
  * rounding points coincide, else within a bound derived below; M = 0;
  * argument errors. */
 #include <check.h>
+#include "moe/bounds.h"
+#include "moe/slot_bound.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,17 +112,6 @@ static void run_local(const char *pf, const moe_mk_experts_type *ex, const moe_m
  *   It is also asserted bit-equal to batched + naive_batched run through
  *   the real moe_mk_forward. */
 
-static double hulp(double x)
-{
-    x = fabs(x);
-    if (x < ldexp(1.0, -126)) return ldexp(1.0, -134);
-    int e;
-    frexp(x, &e);
-    return ldexp(1.0, e - 9);
-}
-
-static double gam(int n, double r) { return n * r / (1.0 - n * r); }
-
 enum { K_PG, K_BM, K_GC, K_CK, K_COUNT };
 static const char *const kind_name[K_COUNT] = {"permute_grouped", "batched_masked", "grouped_contig", "ck_fused"};
 static double worst[K_COUNT];
@@ -166,20 +157,20 @@ static void bounded_case(int kind, const moe_mk_experts_type *ex, const char *pf
             double o = ld(&out, i), r = ld(&ref, i), sw = 0, swh = 0, se = 0, sZ = 0;
             for (int j = 0; j < k; j++) {
                 double wj = fabs(((float *)p.w.data)[t * k + j]), yj = ld(&Y[j], i);
-                sw += wj * fabs(yj), swh += wj * hulp(yj);
-                double A = kind == K_CK ? wj * (fabs(yj) + hulp(yj)) : wj * fabs(yj);
+                sw += wj * fabs(yj), swh += wj * moe_half_ulp(MOE_BF16, yj);
+                double A = kind == K_CK ? wj * (fabs(yj) + moe_half_ulp(MOE_BF16, yj)) : wj * fabs(yj);
                 double e = (v + u * (1 + v)) * A + e133;
                 se += e, sZ += A + e;
             }
-            double bref = hulp(r) + gam(k, v) * sw + 2 * k * d, bmk;
+            double bref = moe_half_ulp(MOE_BF16, r) + moe_gamma(k, v) * sw + 2 * k * d, bmk;
             switch (kind) {
-            case K_PG: bmk = hulp(o) + gam(k, v) * sw + k * d; break;
-            case K_BM: bmk = gam(k, ua) * (1 + v) * sw + v * sw + k * (sub + 2 * d); break;
+            case K_PG: bmk = moe_half_ulp(MOE_BF16, o) + moe_gamma(k, v) * sw + k * d; break;
+            case K_BM: bmk = moe_gamma(k, ua) * (1 + v) * sw + v * sw + k * (sub + 2 * d); break;
             case K_GC:
-                bmk = se + (per_add ? gam(k - 1, ua) * sZ + (k - 1) * (sub + d)
-                                    : gam(k - 1, v) * sZ + (k - 1) * d + hulp(o));
+                bmk = se + (per_add ? moe_gamma(k - 1, ua) * sZ + (k - 1) * (sub + d)
+                                    : moe_gamma(k - 1, v) * sZ + (k - 1) * d + moe_half_ulp(MOE_BF16, o));
                 break;
-            default: bmk = se + gam(k - 1, ua) * sZ + (k - 1) * (sub + d), bref += swh; break;
+            default: bmk = se + moe_gamma(k - 1, ua) * sZ + (k - 1) * (sub + d), bref += swh; break;
             }
             double diff = fabs(o - r), B = bref + bmk;
             ck_assert_msg(diff <= B, "%s %s k=%d [%d,%d]: |%.9g - %.9g| = %.3g > bound %.3g", ex->name,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "moe/bounds.h"
 #include "moe/format.h"
 #include "moe/forward.h"
 #include "moe/modular.h"
@@ -119,14 +120,13 @@ END_TEST
  * eta = 2 [(k + R + 2) 2^-134 + 4k 2^-150]. y_i is read back from the
  * oracle: with the one-hot weight 1.0 on slot i it returns
  * rb(fl32(1 * y_i) plus zeros) = y_i. */
-static double gam(int n, double u) { return n * u / (1.0 - n * u); }
 static double worst_share = 0.0;
 
 START_TEST(topk_bounded)
 {
     const int k = KMAX;
     const double u = ldexp(1.0, -24), ub = ldexp(1.0, -8);
-    const double g1 = gam(k - 1, u), gk = gam(k, u), c0 = u + ub * (1 + u), Q = (1 + ub) * (1 + g1);
+    const double g1 = moe_gamma(k - 1, u), gk = moe_gamma(k, u), c0 = u + ub * (1 + u), Q = (1 + ub) * (1 + g1);
     const double c_o = gk + ub * (1 + gk), c_h = (ub * (1 + g1) + g1) * (Q + 1) * (1 + c0) + c0;
     static const struct {
         int R, G, skew;

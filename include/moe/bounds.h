@@ -82,6 +82,9 @@ extern "C" {
 #endif
 
 /* gamma_n = n u / (1 - n u) with u = 2^-24; +inf when n u >= 1/2. */
+/* gamma_n = n u / (1 - n u) (Higham 3.1) for unit roundoff u; +inf when
+ * n u >= 1/2 or n < 0. moe_gamma_f32: u = 2^-24. */
+double moe_gamma(int64_t n, double u);
 double moe_gamma_f32(int64_t n);
 
 /* The counts above for g: m (most roundings on one term's path, bias
