@@ -4,16 +4,16 @@
  * naive_batched stay within bounds derived below; chunked runs equal
  * unchunked ones; unknown and unimplemented types; M = 0. */
 #include <check.h>
-#include "moe/bounds.h"
-#include "moe/slot_bound.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "moe/bounds.h"
 #include "moe/format.h"
 #include "moe/forward.h"
 #include "moe/modular.h"
 #include "moe/rng.h"
+#include "moe/slot_bound.h"
 #include "mk_fixture.h"
 #include "test_tensors.h"
 

@@ -6,17 +6,17 @@
  * rounding points coincide, else within a bound derived below; M = 0;
  * argument errors. */
 #include <check.h>
-#include "moe/bounds.h"
-#include "moe/slot_bound.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "moe/bounds.h"
 #include "moe/format.h"
 #include "moe/forward.h"
 #include "moe/maps_trtllm.h"
 #include "moe/modular.h"
 #include "moe/rng.h"
+#include "moe/slot_bound.h"
 #include "mk_fixture.h"
 #include "test_tensors.h"
 
