@@ -143,12 +143,10 @@ moe_status moe_ref_hep_dispatch_with_permute(const moe_hep_config *cfg, const mo
     expert_counts(ids, R * T * K, E, count);
     /* offset_k = sum over earlier local experts of ceil(count/pad)*pad
      * (hybrid_ep_backend.cuh:5158-5190) */
+    int64_t ends[8]; /* world_size <= 8 (moe_ep_check_world) */
+    moe_hep_offsets(count, R, E_loc, pad, offset, ends);
     for (int j = 0; j < R; j++) {
-        int64_t sum = 0;
-        for (int l = 0; l < E_loc; l++) {
-            offset[j * E_loc + l] = sum;
-            sum += pad_up(count[j * E_loc + l], pad);
-        }
+        int64_t sum = ends[j];
         if (!cfg->non_blocking && sum > N) {
             free(count), free(offset), free(next);
             return moe_fail(MOE_ERR_SHAPE,
@@ -192,6 +190,26 @@ moe_status moe_ref_hep_dispatch_with_permute(const moe_hep_config *cfg, const mo
                        (const char *)x_scales->data + g * (int64_t)srow, srow);
         }
     }
+    moe_hep_fill_counts(count, offset, R, E_loc, pad, limit, out);
+    free(count), free(offset), free(next);
+    return MOE_OK;
+}
+
+void moe_hep_offsets(const int64_t *count, int R, int E_loc, int pad, int64_t *offset, int64_t *end)
+{
+    for (int j = 0; j < R; j++) {
+        int64_t sum = 0;
+        for (int l = 0; l < E_loc; l++) {
+            offset[j * E_loc + l] = sum;
+            sum += pad_up(count[j * E_loc + l], pad);
+        }
+        if (end) end[j] = sum;
+    }
+}
+
+void moe_hep_fill_counts(const int64_t *count, const int64_t *offset, int R, int E_loc, int pad, int64_t limit,
+                         const moe_hep_permuted *out)
+{
     int32_t *tpe = (int32_t *)out->tokens_per_expert->data;
     int64_t *ppe = (int64_t *)out->padded_tokens_per_expert->data;
     for (int j = 0; j < R; j++) {
@@ -206,8 +224,6 @@ moe_status moe_ref_hep_dispatch_with_permute(const moe_hep_config *cfg, const mo
         int64_t last = (int64_t)j * E_loc + E_loc - 1;
         ((int32_t *)out->overflow_flag->data)[j] = offset[last] + count[last] > limit;
     }
-    free(count), free(offset), free(next);
-    return MOE_OK;
 }
 
 moe_status moe_ref_check_hep_combine_with_unpermute(const moe_hep_config *cfg, const moe_tensor *y,

@@ -335,6 +335,17 @@ moe_status moe_ep_expect(const moe_tensor *t, const char *arg, int dtype, int nd
 moe_status moe_ep_check_ids(const moe_tensor *ids, const char *arg, int64_t d0, int64_t T,
                             int num_experts, const char *no_neg1, const char *distinct, int *topk);
 
+/* Hybrid-EP's per-rank layout from the per-expert counts (global expert
+ * e = j * E_loc + l): offset[e] = the sum over rank j's earlier local
+ * experts of their counts padded to `pad` (hybrid_ep_backend.cuh), end[j]
+ * (may be NULL) = rank j's padded total. And the outputs that follow from
+ * them and the row limit (N rows when non-blocking, else unlimited):
+ * tokens_per_expert, padded_tokens_per_expert, overflow_flag. Shared by
+ * the reference and the CPU backend. */
+void moe_hep_offsets(const int64_t *count, int R, int E_loc, int pad, int64_t *offset, int64_t *end);
+void moe_hep_fill_counts(const int64_t *count, const int64_t *offset, int R, int E_loc, int pad, int64_t limit,
+                         const moe_hep_permuted *out);
+
 /* 1 when token row ids[0..K) has an expert owned by `rank`. */
 int moe_ep_token_in_rank(const int32_t *ids, int K, int experts_per_rank, int rank);
 

@@ -18,7 +18,6 @@
 #include "cpu_internal.h"
 #include "stage_checks.h"
 
-static int64_t pad_up(int64_t n, int pad) { return (n + pad - 1) / pad * pad; }
 
 moe_status moe_cpu_hep_dispatch_with_permute(const moe_hep_config *cfg, const moe_tensor *x, const moe_tensor *x_scales, const moe_tensor *topk_ids, const moe_tensor *topk_weights, const moe_hep_permuted *out)
 {
@@ -44,15 +43,9 @@ moe_status moe_cpu_hep_dispatch_with_permute(const moe_hep_config *cfg, const mo
     }
     int64_t sum_max = 0;
     int64_t end[8];
-    for (int j = 0; j < R; j++) {
-        int64_t sum = 0;
-        for (int l = 0; l < E_loc; l++) {
-            offset[j * E_loc + l] = sum;
-            sum += pad_up(count[j * E_loc + l], pad);
-        }
-        end[j] = sum;
-        if (sum > sum_max) sum_max = sum;
-    }
+    moe_hep_offsets(count, R, E_loc, pad, offset, end);
+    for (int j = 0; j < R; j++)
+        if (end[j] > sum_max) sum_max = end[j];
     if (!cfg->non_blocking && sum_max > N) { /* the reference names the rank */
         free(rank), free(count);
         return moe_ref_hep_dispatch_with_permute(cfg, x, x_scales, topk_ids, topk_weights, out);
@@ -111,18 +104,7 @@ moe_status moe_cpu_hep_dispatch_with_permute(const moe_hep_config *cfg, const mo
             ndisp[j] = (int32_t)c;
         }
     }
-    int32_t *tpe = (int32_t *)out->tokens_per_expert->data;
-    int64_t *ppe = (int64_t *)out->padded_tokens_per_expert->data;
-    for (int j = 0; j < R; j++) {
-        for (int l = 0; l < E_loc; l++) {
-            int64_t e = (int64_t)j * E_loc + l, kept = limit - offset[e];
-            kept = kept < 0 ? 0 : kept > count[e] ? count[e] : kept;
-            tpe[e] = (int32_t)kept;
-            ppe[e] = pad_up(kept, pad);
-        }
-        int64_t last = (int64_t)j * E_loc + E_loc - 1;
-        ((int32_t *)out->overflow_flag->data)[j] = offset[last] + count[last] > limit;
-    }
+    moe_hep_fill_counts(count, offset, R, E_loc, pad, limit, out);
     free(rank), free(count);
     return MOE_OK;
 }
