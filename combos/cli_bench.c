@@ -24,6 +24,7 @@
 #include <time.h>
 #include "moe/backends.h"
 #include "moe/cli.h"
+#include "moe/compat.h"
 #include "moe/format.h"
 #include "moe/modular.h"
 #include "moe/rng.h"
@@ -36,7 +37,7 @@ static const char USAGE[] =
     "  Times a modular-kernel pair (default noep:triton_like) per stage and end to end on each\n"
     "  backend (default cpu,ref), with plain OpenBLAS sgemm on the same GEMM shapes (the CPU\n"
     "  ceiling) in the same run. Defaults: --shape qwen3-30b-a3b --m 256 --scheme bf16 --reps 5\n"
-    "  --warmup 1 --ref-reps 1. Shapes: deepseek-v3 mixtral-8x7b qwen3-30b-a3b gpt-oss-120b.\n"
+    "  --warmup 1 --ref-reps 1. Shapes: deepseek-v3 mixtral-8x7b qwen3-30b-a3b gpt-oss-120b tiny.\n"
     "  exit: 0 ok, 1 a run failed, 2 usage error\n";
 
 static double now_s(void)
@@ -215,6 +216,7 @@ static moe_status run_backend(const moe_ops *ops, const char *pf, const char *ex
     memset(&out, 0, sizeof out);
     if ((st = moe_mk_create(pf, ex, &cfg, &mk, NULL)) ||
         (st = moe_tensor_alloc(&out, p->x.dtype, 2, p->x.shape))) {
+        fprintf(err, "moe-bench: %s:%s on %s: %s\n", pf, ex, ops->name, moe_last_error());
         moe_stage_timer_end(&tm), moe_mk_destroy(mk);
         return st;
     }
@@ -275,7 +277,10 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
         else if (!strcmp(a, "--pair")) snprintf(pair, sizeof pair, "%s", v);
         else if (!strcmp(a, "--shape")) shape_name = v;
         else if (!strcmp(a, "--json")) json_path = v;
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, &end, 10);
+        else if (!strcmp(a, "--seed")) {
+            seed = strtoull(v, &end, 10);
+            if (*end || !*v || *v == '-') return usage(err, "--seed must be a non-negative integer, not", v);
+        }
         else if (!strcmp(a, "--reps") || !strcmp(a, "--warmup") || !strcmp(a, "--ref-reps")) {
             long n = strtol(v, &end, 10);
             if (*end || n < (strcmp(a, "--warmup") ? 1 : 0) || n > 1000)
@@ -286,12 +291,16 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
         } else return usage(err, "unknown option", a);
     }
     const moe_shape *sh = moe_shape_find(shape_name);
-    if (!sh) return usage(err, "--shape: unknown (deepseek-v3, mixtral-8x7b, qwen3-30b-a3b, gpt-oss-120b):", shape_name);
+    if (!sh) return usage(err, "--shape: unknown (deepseek-v3, mixtral-8x7b, qwen3-30b-a3b, gpt-oss-120b, tiny):", shape_name);
     char *pf = pair, *ex = strchr(pair, ':');
     if (!ex) return usage(err, "--pair must be PF:EXPERTS, not", pair);
     *ex++ = 0;
+    if (!moe_pf_find(pf)) return usage(err, "--pair: unknown prepare/finalize type (moe-compat list pf)", pf);
+    if (!moe_experts_find(ex)) return usage(err, "--pair: unknown experts type (moe-compat list experts)", ex);
     char *bv[4], *mv[16], *sv[32];
     int nb = split_list(blist, bv, 4), nm = split_list(mlist, mv, 16), ns = split_list(slist, sv, 32);
+    if (!nb || !nm || !ns)
+        return usage(err, "--backend, --m and --scheme need at least one entry each", !nb ? "--backend" : !nm ? "--m" : "--scheme");
     const moe_ops *ops[4];
     for (int b = 0; b < nb; b++) {
         const char *why = NULL;

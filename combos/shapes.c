@@ -9,6 +9,8 @@ static const moe_shape SHAPES[] = {
     {"mixtral-8x7b", 8, 2, 4096, 14336, MOE_ACT_SILU, 256, 896},
     {"qwen3-30b-a3b", 128, 8, 2048, 768, MOE_ACT_SILU, 256, 128},
     {"gpt-oss-120b", 128, 4, 2880, 2880, MOE_ACT_SWIGLUOAI, 128, 128},
+    /* not a model: the sweep's quick-tier shape, for smoke runs of moe-bench */
+    {"tiny", 8, 2, 256, 128, MOE_ACT_SILU, 256, 128},
 };
 enum { N = sizeof SHAPES / sizeof SHAPES[0] };
 

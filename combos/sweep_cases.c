@@ -37,8 +37,8 @@ typedef struct {
     moe_act act;
 } shape_row;
 
-/* the CPU tiers' shapes: the standard shapes (include/moe/shapes.h) with
- * H and I scaled down, named "<model>/cpu" */
+/* the CPU tiers' shapes: the four standard model shapes (the first rows
+ * of include/moe/shapes.h) with H and I scaled down, named "<model>/cpu" */
 static const shape_row TINY = {"tiny", 8, 2, 256, 128, MOE_ACT_SILU};
 enum { NMODELS = 4 };
 static shape_row MODELS[NMODELS];
