@@ -26,7 +26,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 # machine that has only the CUDA driver and libc (cudart is static too).
 CHECK_LIBDIR := $(shell pkg-config --variable=libdir check 2>/dev/null)
 GPU_CHECK_LIBS := $(CHECK_LIBDIR)/libcheck_pic.a $(CHECK_LIBDIR)/libsubunit.a -lrt -lm
-NVCCFLAGS := -std=c++17 -O2 -arch=sm_90a --fmad=false --prec-div=true --prec-sqrt=true --ftz=false -Iinclude -I.
+NVCCFLAGS := -std=c++17 -O2 -arch=sm_90a --fmad=false --prec-div=true --prec-sqrt=true --ftz=false --default-stream per-thread -Xcompiler -Wall -Iinclude -I.
 
 # The CPU backend (optimized/cpu/) links OpenBLAS built with OpenMP.
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
@@ -46,16 +46,24 @@ CPU_OBJ    := $(call obj,$(CPU_SRC))
 ORACLE_OBJ := $(call obj,$(ORACLE_SRC))
 TESTS      := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 
+empty :=
+space := $(empty) $(empty)
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo yes)
 CUDA_SRC  := $(wildcard optimized/cuda/*.cu)
+CUDA_CSRC := $(wildcard optimized/cuda/*.c)
 GPU_TEST_SRC := $(wildcard tests/gpu/check_*.cu)
 ifeq ($(HAVE_NVCC),yes)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell command -v $(NVCC)))
-CUDA_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRC))
+CUDA_OBJ  := $(patsubst %.cu,$(BUILD)/obj/%.o,$(CUDA_SRC)) $(call obj,$(CUDA_CSRC))
 GPU_TESTS := $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
+# The CUDA backends (optimized/cuda/) with the CUDA runtime linked
+# statically: the tools then run on a machine with only the driver, and
+# report the backends as "no CUDA device" where there is none.
+CUDA_LIB  := $(BUILD)/libmoe_cuda.a
+CUDA_LINK := -Wl,--whole-archive $(CUDA_LIB) -Wl,--no-whole-archive -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
 endif
 
-.PHONY: all run report nightly bench bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan
+.PHONY: all run report nightly bench bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan gpu-check gpu-check-run gpu-bundle
 all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
 
 $(BUILD)/obj/%.o: %.c
@@ -85,8 +93,8 @@ $(BUILD)/libmoe_cpu.a: $(CPU_OBJ)
 # not pull archive members in: the CPU library is linked whole.
 BACKEND_LIBS = -Wl,--whole-archive $(BUILD)/libmoe_cpu.a -Wl,--no-whole-archive
 
-$(BUILD)/moe-%: $(BUILD)/obj/combos/main_%.o $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a
-	$(CC) $(LDFLAGS) $< $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(BUILD)/libmoe_ref.a $(LDLIBS) $(BLAS_LIBS) -o $@
+$(BUILD)/moe-%: $(BUILD)/obj/combos/main_%.o $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a $(CUDA_LIB)
+	$(CC) $(LDFLAGS) $< $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(CUDA_LINK) $(BUILD)/libmoe_ref.a $(LDLIBS) $(BLAS_LIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a
 	@mkdir -p $(dir $@)
@@ -94,13 +102,20 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a 
 	  $(CHECK_LIBS) $(LDLIBS) $(BLAS_LIBS) -o $@
 
 ifeq ($(HAVE_NVCC),yes)
-cuda: $(CUDA_OBJ) $(GPU_TESTS)
+cuda: $(CUDA_LIB) $(GPU_TESTS)
 $(BUILD)/obj/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(CUDA_OBJ) $(ORACLE_OBJ) $(BUILD)/libmoe_ref.a
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+$(CUDA_LIB): $(CUDA_OBJ)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Xcompiler -pthread,-fopenmp -Itests -Itests/oracle $^ $(GPU_CHECK_LIBS) -o $@
+	ar crs $@ $^
+# GPU suites: the CUDA library, the reference and the harness libraries;
+# Check statically (GPU machines have no libcheck).
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(CUDA_LIB) $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Xcompiler -pthread,-fopenmp -Itests -Itests/oracle $< $(ORACLE_OBJ) \
+	  -Xlinker --whole-archive $(CUDA_LIB) -Xlinker --no-whole-archive $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a \
+	  $(GPU_CHECK_LIBS) $(LDLIBS) -o $@
 else
 cuda:
 	@echo "note: $(NVCC) not found; skipped the CUDA tree ($(words $(CUDA_SRC)) .cu files) and $(words $(GPU_TEST_SRC)) GPU test binaries"
@@ -193,6 +208,30 @@ $(BUILD)/bench_ref_forward: $(BUILD)/obj/tests/bench/bench_ref_forward.o $(BUILD
 
 $(BUILD)/moe-digest: $(BUILD)/obj/tests/determinism/digest.o $(BUILD)/libmoe_ref.a
 	$(CC) $(LDFLAGS) $^ -lm -o $@
+
+# make gpu-check OUT=dir: on a machine with an NVIDIA GPU, build the CUDA
+# tree and run the GPU suites, moe-golden verify and the quick and standard
+# sweep tiers on cuda-conform, and the per-stage bench
+# (tests/gpu/gpu_check.sh). A GPU machine without the build dependencies
+# gets the binaries built here: make gpu-bundle, carry $(BUILD)/tests/gpu,
+# the tools and $(BUILD)/gpu-lib there and run make gpu-check-run OUT=dir.
+gpu-check: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory gpu-check-run
+
+gpu-check-run:
+	@BUILD=$(BUILD) OUT=$(OUT) sh tests/gpu/gpu_check.sh
+
+# The shared libraries the tools load that a GPU machine may lack, copied
+# from this machine into $(BUILD)/gpu-lib (gpu_check.sh puts it on the
+# library path). The H200 machines (Ubuntu 24.04, glibc 2.39) have
+# libcrypto, OpenBLAS and libgomp but not cJSON; GPU_BUNDLE_LIBS adds more.
+GPU_BUNDLE_LIBS ?= libcjson
+gpu-bundle: all
+	@mkdir -p $(BUILD)/gpu-lib
+	@ldd $(TOOLS) | awk '/=> \// {print $$3}' | sort -u | grep -E '$(subst $(space),|,$(strip $(GPU_BUNDLE_LIBS)))' | \
+	  xargs -r -I{} cp -L {} $(BUILD)/gpu-lib/
+	@ls $(BUILD)/gpu-lib
 
 deps:
 	@sh .ci/deps

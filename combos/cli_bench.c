@@ -207,17 +207,20 @@ static moe_status run_backend(const moe_ops *ops, const char *pf, const char *ex
     memset(&cfg, 0, sizeof cfg);
     cfg.scheme = sc, cfg.act = moe_act_defaults(sh->act, MOE_LAYOUT_GATE_UP);
     cfg.num_experts = sh->E, cfg.topk = sh->k, cfg.hidden = sh->H, cfg.inter = sh->I, cfg.world_size = 1;
+    /* the timer sits right on the backend, so a device backend's stage times
+     * are its kernels' (the staged view's copies are outside them) */
     moe_stage_timer tm;
+    moe_staged sg;
     moe_status st = moe_stage_timer_begin(ops, &tm);
     if (st) return st;
-    cfg.ops = &tm.ops;
+    if ((st = moe_backend_host_begin(&tm.ops, &sg, &cfg.ops))) return moe_stage_timer_end(&tm), st;
     moe_mk *mk = NULL;
     moe_tensor out;
     memset(&out, 0, sizeof out);
     if ((st = moe_mk_create(pf, ex, &cfg, &mk, NULL)) ||
         (st = moe_tensor_alloc(&out, p->x.dtype, 2, p->x.shape))) {
         fprintf(err, "moe-bench: %s:%s on %s: %s\n", pf, ex, ops->name, moe_last_error());
-        moe_stage_timer_end(&tm), moe_mk_destroy(mk);
+        moe_backend_host_end(&sg), moe_stage_timer_end(&tm), moe_mk_destroy(mk);
         return st;
     }
     int n = moe_stage_timer_count();
@@ -239,6 +242,7 @@ static moe_status run_backend(const moe_ops *ops, const char *pf, const char *ex
         res->ok = 1;
     }
     free(e2e), free(per);
+    moe_backend_host_end(&sg);
     moe_stage_timer_end(&tm);
     moe_mk_destroy(mk);
     moe_tensor_free(&out);

@@ -25,7 +25,7 @@ static const char USAGE[] =
     "  Runs every prepare/finalize x experts x scheme x activation x shape x world\n"
     "  cell of the tier: incompatible cells must be refused by the modular-kernel\n"
     "  constructor with the registry's rule ids; compatible cells run on each\n"
-    "  backend (default: ref,cpu,cuda-conform,cuda-fast; those not built or\n"
+    "  backend (default: ref,cpu,cuda-conform,cuda-atomic,cuda-fast; those not built or\n"
     "  without a device are reported as skipped) and are compared with\n"
     "  moe_ref_forward under their tolerance-table row.\n"
     "  --filter GLOB   only cases whose dotted name matches (fnmatch), e.g.\n"
@@ -91,7 +91,7 @@ int moe_cli_sweep(int argc, char **argv, FILE *out, FILE *err)
 {
     moe_sweep_tier tier = MOE_TIER_QUICK;
     const char *filter = "*", *path = NULL;
-    char blist[128] = "ref,cpu,cuda-conform,cuda-fast";
+    char blist[128] = "ref,cpu,cuda-conform,cuda-atomic,cuda-fast";
     unsigned long long seed = 20261121ull;
     int jobs = omp_get_max_threads(), with_time = 1, list = 0, quiet = 0;
     for (int i = 1; i < argc; i++) {
@@ -123,7 +123,7 @@ int moe_cli_sweep(int argc, char **argv, FILE *out, FILE *err)
         } else return usage_error(err, "unknown option", a);
     }
     /* the backend list: known names only, each once */
-    const char *bk[4];
+    const char *bk[8];
     int nb = 0;
     char bcopy[128];
     snprintf(bcopy, sizeof bcopy, "%s", blist);
@@ -131,7 +131,7 @@ int moe_cli_sweep(int argc, char **argv, FILE *out, FILE *err)
         int known = -1;
         for (int j = 0; j < moe_backend_count(); j++)
             if (!strcmp(t, moe_backend_name(j))) known = j;
-        if (known < 0) return usage_error(err, "--backend: unknown backend (known: ref, cpu, cuda-conform, cuda-fast)", t);
+        if (known < 0) return usage_error(err, "--backend: unknown backend (known: ref, cpu, cuda-conform, cuda-atomic, cuda-fast)", t);
         for (int j = 0; j < nb; j++)
             if (!strcmp(bk[j], t)) return usage_error(err, "--backend: named twice:", t);
         bk[nb++] = moe_backend_name(known);

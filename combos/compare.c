@@ -237,6 +237,22 @@ moe_status moe_compare_set_rows(const moe_tensor *got, const moe_tensor *want, c
     return st;
 }
 
+int moe_align_set_segments(const moe_tensor *expert_ids, int64_t block, int64_t len, int64_t *seg)
+{
+    const int32_t *e = expert_ids->data;
+    int64_t nb = moe_tensor_numel(expert_ids);
+    int n = 0;
+    seg[0] = 0;
+    for (int64_t b = 0; b < nb;) {
+        int64_t r = b;
+        while (r < nb && e[r] == e[b]) r++;
+        int64_t lo = b * block < len ? b * block : len, hi = r * block < len ? r * block : len;
+        seg[n] = lo, seg[++n] = hi;
+        b = r;
+    }
+    return n;
+}
+
 int moe_cmp_pass(const moe_cmp_metrics *m, moe_exact_class c)
 {
     if (m->class_mismatches) return 0;

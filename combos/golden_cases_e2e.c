@@ -12,6 +12,7 @@
  * there and reported as such. */
 #include <string.h>
 #include "golden_internal.h"
+#include "moe/backends.h"
 #include "moe/forward.h"
 #include "moe/modular.h"
 #include "moe/rng.h"
@@ -99,7 +100,7 @@ static moe_status fw_make(const moe_golden_case *c, moe_golden_set *in)
     return st;
 }
 
-static moe_status fw_run(const moe_golden_case *c, const moe_ops *ops, const moe_golden_set *in, moe_golden_set *out)
+static moe_status fw_run_host(const moe_golden_case *c, const moe_ops *ops, const moe_golden_set *in, moe_golden_set *out)
 {
     gk_run r;
     gk_begin(&r, ops, in, out);
@@ -136,6 +137,18 @@ static moe_status fw_run(const moe_golden_case *c, const moe_ops *ops, const moe
     if (st == MOE_OK) st = moe_mk_forward(mk, &w, x, a.topk_ids, a.topk_weights, o);
     moe_mk_destroy(mk);
     return gk_done(&r, st);
+}
+
+/* The modular kernel works on host tensors: a device backend runs through
+ * its staged view (include/moe/staged.h), its stages on device copies. */
+static moe_status fw_run(const moe_golden_case *c, const moe_ops *ops, const moe_golden_set *in, moe_golden_set *out)
+{
+    moe_staged sg;
+    const moe_ops *h;
+    moe_status st = moe_backend_host_begin(ops, &sg, &h);
+    if (st == MOE_OK) st = fw_run_host(c, h, in, out);
+    moe_backend_host_end(&sg);
+    return st;
 }
 
 static moe_status fw_describe(const moe_golden_case *c, cJSON *p)

@@ -6,6 +6,7 @@
  * Layout edges: empty experts, one token, all tokens to one expert, an
  * expert-parallel rank that receives nothing. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "golden_internal.h"
 #include "moe/rng.h"
@@ -161,9 +162,31 @@ static moe_status align_describe(const moe_golden_case *c, cJSON *p)
     return st;
 }
 
+/* SET (an atomic align, tolerance row cuda-atomic.align_block_size): the
+ * entries of each expert's run of blocks as a multiset, the rest exact */
+static moe_status align_set(const moe_golden_case *c, const moe_golden_set *got, const moe_golden_set *want,
+                            moe_cmp_metrics *m)
+{
+    const moe_tensor *ws = moe_golden_set_find(want, "sorted_token_ids"), *we = moe_golden_set_find(want, "expert_ids");
+    const moe_tensor *gs = moe_golden_set_find(got, "sorted_token_ids"), *ge = moe_golden_set_find(got, "expert_ids");
+    const moe_tensor *gn = moe_golden_set_find(got, "num_tokens_post_pad"),
+                     *wn = moe_golden_set_find(want, "num_tokens_post_pad");
+    if (!ws || !we || !gs || !ge || !gn || !wn) return moe_fail(MOE_ERR_INVALID_ARG, "%s: align outputs missing", c->name);
+    int64_t *seg = malloc(sizeof *seg * (size_t)(moe_tensor_numel(we) + 1));
+    if (!seg) return moe_fail(MOE_ERR_NOMEM, "%s: segments", c->name);
+    int n = moe_align_set_segments(we, c->v[0], moe_tensor_numel(ws), seg);
+    moe_tensor g1 = *gs, w1 = *ws; /* entries as rows of one element */
+    g1.ndim = w1.ndim = 2, g1.shape[1] = w1.shape[1] = 1;
+    moe_status st = moe_compare_set_rows(&g1, &w1, seg, n, m);
+    free(seg);
+    if (st == MOE_OK) st = moe_compare_exact(ge, we, m);
+    if (st == MOE_OK) st = moe_compare_exact(gn, wn, m);
+    return st;
+}
+
 #define ALIGN(nm, seed, M, E, k, block, ids, map, pad, note) \
     {nm, "align_block_size", "*", seed, {M, E, k, 0, 0, 0}, {block, ids, map, pad}, NULL, 0, note, align_make, \
-     align_run, align_describe, NULL, NULL}
+     align_run, align_describe, align_set, NULL}
 
 /* ---- align_batched ------------------------------------------------------------------- */
 

@@ -47,7 +47,7 @@ static void help(FILE *out, const char *cmd)
                 "  show CASE [--dir DIR]                  case.json and every file with dtype, shape and SHA-256\n"
                 "\n"
                 "DIR defaults to golden (relative to the current directory); --diff to golden-diff.json.\n"
-                "--backend takes a comma-separated list of ref, cpu, cuda-conform, cuda-fast (default: all; those\n"
+                "--backend takes a comma-separated list of ref, cpu, cuda-conform, cuda-atomic, cuda-fast (default: all; those\n"
                 "not built or without a device are reported as skipped, never as passed).\n"
                 "exit status: 0 all ok; 1 a case changed or a backend failed its class; 2 usage error;\n"
                 "3 a golden file missing, truncated or corrupt (named with the reason).\n");
@@ -165,7 +165,7 @@ static int parse_backends(gk_opts *o, const char *list, char *buf, size_t n, FIL
         while (k < nk && strcmp(known[k], t)) k++;
         if (k == nk)
             return usage(err, "--backend: unknown backend '%s' (did you mean '%s'?); known: ref, cpu, cuda-conform, "
-                              "cuda-fast", t, cli_closest(t, known, (size_t)nk));
+                              "cuda-atomic, cuda-fast", t, cli_closest(t, known, (size_t)nk));
         if (o->nbackends >= GK_MAX_BACKENDS) return usage(err, "--backend: at most %d backends", GK_MAX_BACKENDS);
         o->backends[o->nbackends++] = t;
     }

@@ -146,8 +146,8 @@ const moe_tensor *rp_in(rp_call *c, const moe_tensor *t, const char *name)
         c->failed = 1, snprintf(c->why, sizeof c->why, "more than %d inputs", RP_MAXT);
         return NULL;
     }
-    c->in_dev[c->nin] = t, c->in_name[c->nin] = name;
-    return &c->in_host[c->nin++];
+    c->in_arg[c->nin] = t, c->in_name[c->nin] = name;
+    return &c->in_copy[c->nin++];
 }
 
 moe_tensor *rp_out(rp_call *c, moe_tensor *t, const char *name)
@@ -157,7 +157,7 @@ moe_tensor *rp_out(rp_call *c, moe_tensor *t, const char *name)
         c->failed = 1, snprintf(c->why, sizeof c->why, "more than %d outputs", RP_MAXT);
         return NULL;
     }
-    c->out_dev[c->nout] = t, c->out_name[c->nout] = name;
+    c->out_arg[c->nout] = t, c->out_name[c->nout] = name;
     return &c->ref[c->nout++];
 }
 
@@ -181,14 +181,37 @@ static moe_status to_host(const moe_ops *b, const moe_tensor *src, moe_tensor *d
     return b->copy(dst, &v);
 }
 
+/* a host tensor into a new tensor of the backend (staged calls); a tensor
+ * without data stays one (the backend judges it as it would the caller's) */
+static moe_status to_backend(const moe_ops *b, const moe_tensor *src, moe_tensor *dst)
+{
+    if (!src->data) {
+        *dst = *src, dst->owns = 0, dst->device = (moe_device){b->device, 0};
+        return MOE_OK;
+    }
+    moe_status s = b->alloc(dst, src->dtype, src->ndim, src->shape);
+    if (s) return s;
+    moe_tensor v = *src;
+    v.owns = 0;
+    return b->copy(dst, &v);
+}
+
+static void stage_fail(rp_call *c, moe_status s, const char *what, const char *name)
+{
+    c->failed = 1, c->fail_st = s;
+    snprintf(c->why, sizeof c->why, "%s %s: %s", what, name, moe_last_error());
+}
+
 void rp_stage(rp_call *c)
 {
+    moe_status (*move)(const moe_ops *, const moe_tensor *, moe_tensor *) = c->staged ? to_backend : to_host;
+    moe_status s;
     for (int i = 0; i < c->nin && !c->failed; i++)
-        if (to_host(c->b, c->in_dev[i], &c->in_host[i]))
-            c->failed = 1, snprintf(c->why, sizeof c->why, "input %s to host: %s", c->in_name[i], moe_last_error());
+        if ((s = move(c->b, c->in_arg[i], &c->in_copy[i])))
+            stage_fail(c, s, c->staged ? "input to the backend:" : "input to host:", c->in_name[i]);
     for (int i = 0; i < c->nout && !c->failed; i++)
-        if (to_host(c->b, c->out_dev[i], &c->ref[i]))
-            c->failed = 1, snprintf(c->why, sizeof c->why, "snapshot of output %s: %s", c->out_name[i], moe_last_error());
+        if ((s = move(c->b, c->out_arg[i], &c->ref[i])))
+            stage_fail(c, s, c->staged ? "output to the backend:" : "snapshot of output", c->out_name[i]);
 }
 
 void rp_note_error(moe_replay_stage *s, const char *who, moe_status st, const char *msg)
@@ -209,7 +232,7 @@ int rp_after(rp_call *c, moe_status st)
         return 0;
     }
     for (int i = 0; i < c->nout; i++) {
-        moe_status s = to_host(c->b, c->out_dev[i], &c->got[i]);
+        moe_status s = to_host(c->b, c->out_arg[i], &c->got[i]);
         if (s) {
             char why[200];
             snprintf(why, sizeof why, "output %s to host: %s", c->out_name[i], moe_last_error());
@@ -246,7 +269,12 @@ int rp_compare(rp_call *c, moe_status ref_status)
 void rp_free(rp_call *c)
 {
     for (int i = 0; i < RP_MAXT; i++) {
-        moe_tensor_free(&c->in_host[i]);
+        if (c->staged) {
+            if (c->in_copy[i].owns) c->b->free(&c->in_copy[i]);
+            if (c->ref[i].owns) c->b->free(&c->ref[i]);
+            continue;
+        }
+        moe_tensor_free(&c->in_copy[i]);
         moe_tensor_free(&c->ref[i]);
         moe_tensor_free(&c->got[i]);
     }

@@ -1,4 +1,5 @@
-/* Shared by combos/replay*.c: one staged call of an interposer entry.
+/* Shared by combos/replay*.c and combos/staged*.c: one staged call of an
+ * interposer entry (the entries: replay_entries.inc).
  *
  * An entry wrapper runs
  *   rp_call c; if (!rp_open(&c, RP_X, &st)) return st;
@@ -29,14 +30,16 @@ typedef struct {
     moe_replay_stage *s;
     const moe_ops *b;
     int nin, nout;
-    const moe_tensor *in_dev[RP_MAXT];
-    moe_tensor in_host[RP_MAXT];
+    int staged;               /* 1: a staged call (staged.h): copies live on the backend */
+    const moe_tensor *in_arg[RP_MAXT];  /* the caller's inputs */
+    moe_tensor in_copy[RP_MAXT];        /* replay: host copies; staged: copies on the backend */
     const char *in_name[RP_MAXT];
-    moe_tensor *out_dev[RP_MAXT];
-    moe_tensor ref[RP_MAXT];  /* snapshot, then the reference's result */
+    moe_tensor *out_arg[RP_MAXT];        /* the caller's outputs */
+    moe_tensor ref[RP_MAXT];  /* snapshot, then the reference's result (staged: the backend's output) */
     moe_tensor got[RP_MAXT];  /* the backend's result */
     const char *out_name[RP_MAXT];
     int failed;               /* the replay could not stage the call */
+    moe_status fail_st;       /* its status (staged calls return it) */
     char why[200];
 } rp_call;
 
@@ -58,12 +61,21 @@ void rp_note_error(moe_replay_stage *s, const char *who, moe_status st, const ch
 /* index of the output registered as `name`, -1 if absent (NULL output) */
 int rp_out_index(const rp_call *c, const char *name);
 
-/* the interposer table of backend (combos/replay_entries.c) */
+/* the interposer tables of backend (replay_entries.c, staged_entries.c) */
 void rp_build_table(const moe_ops *backend, moe_ops *table);
+void st_build_table(const moe_ops *backend, moe_ops *table);
+
+/* staged calls (staged.c): 0 (and *st) when this thread has no active
+ * staged backend; the result of a call whose copies failed; after the
+ * backend's call, its outputs copied back into the caller's tensors */
+int st_open(rp_call *c, int stage, moe_status *st);
+moe_status st_staging_error(const rp_call *c);
+moe_status st_finish(rp_call *c, moe_status backend_status);
 
 /* the extra comparisons (combos/replay_set.c) */
 void rp_set_deepep_ll(rp_call *c, const moe_deepep_ll_config *cfg);
 void rp_set_pplx(rp_call *c);
+void rp_set_align(rp_call *c, const moe_align_params *p);
 void rp_bounded_gemm(rp_call *c, const moe_gemm_args *host_args);
 
 #endif

@@ -1,6 +1,7 @@
 /* The replay's comparisons beyond EXACT (include/moe/replay.h): SET for the
  * dispatches whose receive rows land in atomic order upstream (DeepEP-LL,
- * pplx), through a canonical row order taken from the handle, and BOUNDED
+ * pplx), through a canonical row order taken from the handle, and for the
+ * align layout (vLLM's large path places rows with atomics), and BOUNDED
  * for grouped_gemm through moe_gemm_bound. Both run on the call's host
  * tensors after the EXACT comparison (they reorder them in place). */
 #include <stdlib.h>
@@ -147,6 +148,33 @@ void rp_set_pplx(rp_call *c)
         moe_tensor *t = side ? c->ref : c->got;
         if (canon_pplx(&t[ix], is >= 0 ? &t[is] : NULL, &t[in], &t[ir])) return nomem(c);
     }
+    compare_set(c);
+}
+
+/* align_block_size: each run of blocks holding one expert (by expert_ids)
+ * sorted ascending, so the flat indices of an expert compare as a set and
+ * its pad entries (M*topk, the largest value) stay at the run's end */
+static int icmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+void rp_set_align(rp_call *c, const moe_align_params *p)
+{
+    int is = rp_out_index(c, "sorted_token_ids"), ie = rp_out_index(c, "expert_ids");
+    if (is < 0 || ie < 0 || !p || p->block_size <= 0) return;
+    /* runs from the reference's expert_ids: a backend whose own differ
+     * fails on expert_ids itself */
+    int64_t *seg = malloc(sizeof *seg * (size_t)(moe_tensor_numel(&c->ref[ie]) + 1));
+    if (!seg) return nomem(c);
+    int n = moe_align_set_segments(&c->ref[ie], p->block_size, moe_tensor_numel(&c->ref[is]), seg);
+    for (int side = 0; side < 2; side++)
+        for (int s = 0; s < n; s++) {
+            int32_t *v = side ? c->ref[is].data : c->got[is].data;
+            qsort(v + seg[s], (size_t)(seg[s + 1] - seg[s]), sizeof *v, icmp);
+        }
+    free(seg);
     compare_set(c);
 }
 

@@ -37,17 +37,19 @@ void moe_sweep_matched_groups(float *f, int64_t n)
     }
 }
 
-/* Weights shared by the threads: a small pool of entries, each pinned by
- * the problems that view it (users), rebuilt only when unpinned. Built
- * inside the critical section, so two threads that need the same weights
- * build them once. */
+/* Weights shared by the threads: a pool of entries, each pinned by the
+ * problems that view it (users), rebuilt only when unpinned. Built inside
+ * the critical section, so two threads that need the same weights build
+ * them once. At most KEEP sets stay cached; past that an unpinned one is
+ * rebuilt, and only when every cached set is pinned (more jobs than KEEP)
+ * does the pool grow, up to one set per possible job. */
 typedef struct {
     uint64_t key;
     int valid, users;
     moe_tensor q1, s1, g1, q2, s2, g2;
 } weight_entry;
 
-enum { POOL = 8 };
+enum { KEEP = 8, POOL = 260 }; /* POOL: --jobs is at most 256, each job pins one set */
 static weight_entry pool[POOL];
 
 static void free_entry(weight_entry *e)
@@ -114,10 +116,14 @@ static moe_status weights(const moe_sweep_case *c, int n1, sweep_problem *p)
     {
         for (int i = 0; i < POOL && slot < 0; i++)
             if (pool[i].valid && pool[i].key == key) slot = i;
-        for (int i = 0; i < POOL && slot < 0; i++) /* an empty entry, else an unpinned one */
+        int cached = 0;
+        for (int i = 0; i < POOL; i++) cached += pool[i].valid;
+        for (int i = 0; i < POOL && slot < 0 && cached < KEEP; i++) /* room: an empty entry */
             if (!pool[i].valid) slot = i;
-        for (int i = 0; i < POOL && slot < 0; i++)
-            if (pool[i].users == 0) slot = i;
+        for (int i = 0; i < POOL && slot < 0; i++) /* else an unpinned one */
+            if (pool[i].valid && pool[i].users == 0) slot = i;
+        for (int i = 0; i < POOL && slot < 0; i++) /* every one pinned: grow */
+            if (!pool[i].valid) slot = i;
         if (slot < 0) st = moe_fail(MOE_ERR_NOMEM, "sweep: more than %d weight sets pinned at once", POOL);
         else if (!(pool[slot].valid && pool[slot].key == key)) {
             free_entry(&pool[slot]);

@@ -212,8 +212,11 @@ static void run_backend(const moe_sweep_case *c, const sweep_class *k, const swe
         return;
     }
     r->cls = row->cls, r->tolerance = row->id, r->bound = row->cls == MOE_CLASS_BOUNDED ? row->bound : NULL;
-    moe_status st = MOE_OK;
-    if (rp && (st = moe_replay_begin(ops, rp)) == MOE_OK) ops = moe_replay_ops();
+    /* a device backend runs its stages on copies of the host tensors the
+     * modular kernel works on (staged.h); the replay sits above that view */
+    moe_staged sg;
+    moe_status st = moe_backend_host_begin(ops, &sg, &ops);
+    if (st == MOE_OK && rp && (st = moe_replay_begin(ops, rp)) == MOE_OK) ops = moe_replay_ops();
     moe_mk_config cfg = mk_config(c, ops);
     moe_mk *mk = NULL;
     if (st == MOE_OK) st = moe_mk_create(c->pf, c->experts, &cfg, &mk, NULL);
@@ -227,6 +230,7 @@ static void run_backend(const moe_sweep_case *c, const sweep_class *k, const swe
         r->time_ms = now_ms() - t0;
     }
     if (rp) moe_replay_end(rp);
+    moe_backend_host_end(&sg);
     /* an "e2e/any" row: the reference is the same pair on the reference backend */
     sweep_problem pk = *p;
     int any = !strcmp(row->stage, "e2e/any");

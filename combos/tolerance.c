@@ -10,7 +10,12 @@
 #define EXACT_ALL(stage) \
     {"ref." stage, stage, "ref", "*", MOE_CLASS_EXACT, "", "the oracle itself"}, \
     {"cuda-conform." stage, stage, "cuda-conform", "*", MOE_CLASS_EXACT, "", \
+     "DESIGN 5: the conformance build keeps the reference's order and math"}, \
+    {"cuda-atomic." stage, stage, "cuda-atomic", "*", MOE_CLASS_EXACT, "", \
      "DESIGN 5: the conformance build keeps the reference's order and math"}
+
+/* cuda-atomic: upstream's atomic placement (optimized/cuda/ops_cuda.c) */
+#define ATOMIC_SET(stage, why) {"cuda-atomic." stage, stage, "cuda-atomic", "*", MOE_CLASS_SET, "", why}
 
 #define EXACT_MOVE(stage, why) \
     EXACT_ALL(stage), {"any." stage, stage, "*", "*", MOE_CLASS_EXACT, "", why}
@@ -23,6 +28,7 @@
 
 static const moe_tolerance_row ROWS[] = {
     EXACT_MOVE("route", "DESIGN 5: routing is selection, EXACT everywhere"),
+    ATOMIC_SET("align_block_size", "vLLM's align large path places an expert's rows with atomics (align.cu)"),
     EXACT_MOVE("align_block_size", "DESIGN 5: align/sort/maps are EXACT (the atomic align variant is SET)"),
     EXACT_MOVE("align_batched", "DESIGN 5: index arithmetic"),
     EXACT_MOVE("sort_ck", "DESIGN 5: align/sort/maps are EXACT"),
@@ -49,10 +55,12 @@ static const moe_tolerance_row ROWS[] = {
     EXACT_MOVE("deepep_layout", "DESIGN 5: index arithmetic"),
     EXACT_MOVE("deepep_dispatch", "DESIGN 5: dispatch/combine movement is EXACT"),
     EXACT_MOVE("deepep_combine", "DESIGN 5: fixed rank order"),
+    ATOMIC_SET("deepep_ll_dispatch", "DeepEP-LL receive rows land in atomic order (dispatch_sorting.md)"),
     EXACT_ALL("deepep_ll_dispatch"),
     {"any.deepep_ll_dispatch", "deepep_ll_dispatch", "*", "*", MOE_CLASS_SET, "",
      "DESIGN 5: DeepEP-LL receive rows land in atomic order upstream (dispatch_sorting.md)"},
     EXACT_MOVE("deepep_ll_combine", "DESIGN 5: fixed slot order"),
+    ATOMIC_SET("pplx_dispatch", "pplx receive rows land in atomic order (dispatch_sorting.md)"),
     EXACT_ALL("pplx_dispatch"),
     {"any.pplx_dispatch", "pplx_dispatch", "*", "*", MOE_CLASS_SET, "",
      "DESIGN 5: pplx receive rows land in atomic order upstream (dispatch_sorting.md)"},
@@ -70,6 +78,10 @@ static const moe_tolerance_row ROWS[] = {
      * run on the reference backend, bit for bit, whatever the pair's class */
     {"cuda-conform.e2e", "e2e/any", "cuda-conform", "*", MOE_CLASS_EXACT, "",
      "DESIGN 5: the conformance build is EXACT end to end (against the pair on the reference backend)"},
+    /* atomic placement moves rows, never changes them: every consumer finds
+     * a row through the layout or its handle, so the forward is still EXACT */
+    {"cuda-atomic.e2e", "e2e/any", "cuda-atomic", "*", MOE_CLASS_EXACT, "",
+     "rows placed in atomic order reach the same slots through the layout / handles: EXACT against the pair on ref"},
     /* a backend whose GEMMs reorder sums: BOUNDED stages compose through the
      * activation and the requantization (a code flip of a quantized
      * intermediate), which no end-to-end bound here models; so the forward

@@ -1,5 +1,6 @@
 #include <stdint.h>
 #include <string.h>
+#include "act_core.h"
 #include "elem.h"
 #include "math.h"
 #include "moe/act.h"
@@ -42,8 +43,6 @@ moe_act_params moe_act_defaults(moe_act a, moe_act_layout layout)
     p.limit = 7.0f;
     return p;
 }
-
-static float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
 static const float *opt_vec(const moe_tensor *t) { return t ? (const float *)t->data : NULL; }
 
@@ -113,50 +112,7 @@ moe_status moe_ref_activation(const moe_tensor *x, const moe_tensor *row_expert,
                 moe_s_store(out->dtype, out->data, o, 0.0f);
                 continue;
             }
-            float v;
-            if (!gated) {
-                float a = moe_s_load(xd, x->data, r * I + i);
-                switch (p->act) {
-                case MOE_ACT_RELU2: a = a > 0.0f ? a : 0.0f, v = a * a; break;
-                case MOE_ACT_SILU_NOMUL: v = moe_siluf(a); break;
-                case MOE_ACT_GELU_NOMUL: v = moe_gelu_erff(a); break;
-                default: v = a; break; /* identity */
-                }
-            } else {
-                int64_t gi, ui, base = r * 2 * I;
-                if (p->layout == MOE_LAYOUT_GATE_UP) gi = base + i, ui = base + I + i;
-                else if (p->layout == MOE_LAYOUT_UP_GATE) ui = base + i, gi = base + I + i;
-                else gi = base + 2 * i, ui = base + 2 * i + 1;
-                float g = moe_s_load(xd, x->data, gi), u = moe_s_load(xd, x->data, ui), a;
-                switch (p->act) {
-                case MOE_ACT_SWIGLUOAI: {
-                    float gc = g < p->limit ? g : p->limit; /* min; a NaN gate stays NaN */
-                    if (g != g) gc = g;
-                    float uc = clampf(u, -p->limit, p->limit);
-                    v = (uc + 1.0f) * (gc * moe_sigmoidf(gc * p->alpha));
-                    break;
-                }
-                case MOE_ACT_SWIGLU_CLAMP: {
-                    float gc = g < p->limit ? g : p->limit;
-                    if (g != g) gc = g;
-                    v = moe_siluf(gc) * clampf(u, -p->limit, p->limit);
-                    break;
-                }
-                case MOE_ACT_SWIGLU_BIAS: {
-                    float al = va ? va[e] : 1.0f, be = vb ? vb[e] : 0.0f, L = vl ? vl[e] : 1.0f / 0.0f;
-                    float gc = g < L ? g : L;
-                    if (g != g) gc = g;
-                    v = gc * moe_sigmoidf(al * gc) * (clampf(u, -L, L) + be);
-                    break;
-                }
-                default:
-                    a = p->act == MOE_ACT_SILU ? moe_siluf(g) : p->act == MOE_ACT_GELU ? moe_gelu_erff(g)
-                                                                                     : moe_gelu_tanhf(g);
-                    if (p->round_act_to_storage) a = moe_s_round_to(xd, a);
-                    v = a * u;
-                    break;
-                }
-            }
+            float v = moe_act_elem(p, gated, xd, x->data, r, i, I, e, va, vb, vl);
             moe_s_store(out->dtype, out->data, o, v);
         }
     }

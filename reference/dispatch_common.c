@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "dispatch_core.h"
 #include "elem.h"
 #include "moe/dispatch.h"
 
@@ -119,9 +120,7 @@ moe_status moe_ep_check_ids(const moe_tensor *ids, const char *arg, int64_t d0, 
 
 int moe_ep_token_in_rank(const int32_t *ids, int K, int experts_per_rank, int rank)
 {
-    for (int k = 0; k < K; k++)
-        if (ids[k] >= 0 && ids[k] / experts_per_rank == rank) return 1;
-    return 0;
+    return moe_ep_in_rank_core(ids, K, experts_per_rank, rank);
 }
 
 void moe_ep_batched_positions(const int32_t *ids, int64_t G, int64_t T, int K, int dp,
@@ -159,21 +158,11 @@ moe_status moe_ep_combine_weighted(const moe_tensor *y, const int32_t *row_of,
                                 "the handle holds no row for it",
                                 handle, (long long)(gt % T), (long long)(gt / T), (int)e, k);
         }
-    float *acc = malloc((size_t)(H > 0 ? H : 1) * sizeof *acc);
-    if (!acc) return moe_fail(MOE_ERR_NOMEM, "combine: %lld floats not available", (long long)H);
-    for (int64_t gt = 0; gt < G * T; gt++) {
-        for (int64_t c = 0; c < H; c++) acc[c] = 0.0f;
-        /* k outer, channel inner: each channel still sees k = 0..K-1 in order */
-        for (int k = 0; k < K; k++) {
-            int32_t e = ids[gt * K + k];
-            if (e < 0) continue;
-            int64_t base = ((int64_t)e * rows + row_of[e * G * T + gt]) * H;
-            float wk = w[gt * K + k];
-            for (int64_t c = 0; c < H; c++)
-                acc[c] = fmaf(moe_s_load(y->dtype, y->data, base + c), wk, acc[c]);
-        }
-        for (int64_t c = 0; c < H; c++) moe_s_store(out->dtype, out->data, gt * H + c, acc[c]);
-    }
-    free(acc);
+    /* each channel: k = 0..K-1 in order (dispatch_core.h, shared with CUDA) */
+    for (int64_t gt = 0; gt < G * T; gt++)
+        for (int64_t c = 0; c < H; c++)
+            moe_s_store(out->dtype, out->data, gt * H + c,
+                        moe_ep_combine_weighted_channel(y->dtype, y->data, rows, H, ids, w, K,
+                                                        row_of, G * T, gt, c));
     return MOE_OK;
 }

@@ -3,6 +3,7 @@
  * Everything here is deterministic upstream, so every output is EXACT. */
 #include <stdlib.h>
 #include <string.h>
+#include "dispatch_core.h"
 #include "elem.h"
 #include "moe/dispatch.h"
 #include "stage_checks.h"
@@ -296,7 +297,7 @@ moe_status moe_ref_deepep_combine(const moe_deepep_config *cfg, const moe_tensor
     moe_status s = moe_ref_check_deepep_combine(cfg, x, topk_weights, is_token_in_rank, bias0, bias1, combined_x,
                                                 combined_topk_weights);
     if (s != MOE_OK) return s;
-    int R = cfg->world_size, rpn = cfg->num_ranks_per_node, nodes = R / rpn;
+    int R = cfg->world_size, rpn = cfg->num_ranks_per_node;
     int64_t N = x->shape[1], H = x->shape[2], K = topk_weights ? topk_weights->shape[2] : 0;
     int64_t T = is_token_in_rank->shape[1];
     /* the handle gives each (source token, rank) its received row, in the
@@ -326,44 +327,16 @@ moe_status moe_ref_deepep_combine(const moe_deepep_config *cfg, const moe_tensor
     moe_dtype d = x->dtype;
     for (int64_t g = 0; g < R * T; g++) {
         const int32_t *rows = row_of + g * R;
-        for (int64_t c = 0; c < H; c++) {
-            /* bias0 + bias1 first, a missing bias reading as 0 (A.4 step 1) */
-            float v = (bias0 ? moe_s_load(d, bias0->data, g * H + c) : 0.0f) +
-                      (bias1 ? moe_s_load(d, bias1->data, g * H + c) : 0.0f);
-            if (nodes == 1) {
-                /* intranode: ranks ascending, one rounding (A.4 steps 2-3) */
-                for (int j = 0; j < R; j++)
-                    if (rows[j] >= 0) v += moe_s_load(d, x->data, (j * N + rows[j]) * H + c);
-            } else {
-                /* internode: the NVL forwarder of each node sums its ranks
-                 * without bias and rounds; the RDMA receiver adds those
-                 * partials to the biases and rounds again (A.4) */
-                for (int n = 0; n < nodes; n++) {
-                    float p = 0.0f;
-                    int any = 0;
-                    for (int j = n * rpn; j < (n + 1) * rpn; j++)
-                        if (rows[j] >= 0) {
-                            p += moe_s_load(d, x->data, (j * N + rows[j]) * H + c);
-                            any = 1;
-                        }
-                    if (any) v += moe_s_round_to(d, p);
-                }
-            }
-            moe_s_store(d, combined_x->data, g * H + c, v);
-        }
-        /* weights: f32 sums over the same ranks, no rounding; dispatch
-         * zeroed non-local weights, so this gives back the originals */
-        for (int64_t k = 0; k < K; k++) {
-            const float *rw = (const float *)topk_weights->data;
-            float v = 0.0f;
-            for (int n = 0; n < nodes; n++) {
-                float p = 0.0f;
-                for (int j = n * rpn; j < (n + 1) * rpn; j++)
-                    if (rows[j] >= 0) p += rw[(j * N + rows[j]) * K + k];
-                v += p;
-            }
-            ((float *)combined_topk_weights->data)[g * K + k] = v;
-        }
+        /* biases, then ranks (one node) or node partials (several), in the
+         * order of dispatch_core.h, shared with CUDA */
+        for (int64_t c = 0; c < H; c++)
+            moe_s_store(d, combined_x->data, g * H + c,
+                        moe_deepep_combine_channel(d, x->data, bias0 ? bias0->data : NULL,
+                                                   bias1 ? bias1->data : NULL, rows, R, rpn, N, H,
+                                                   g, c));
+        for (int64_t k = 0; k < K; k++)
+            ((float *)combined_topk_weights->data)[g * K + k] = moe_deepep_combine_weight(
+                (const float *)topk_weights->data, rows, R, rpn, N, K, k);
     }
     free(row_of);
     return MOE_OK;

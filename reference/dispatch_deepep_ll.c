@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "dispatch_core.h"
 #include "elem.h"
 #include "moe/dispatch.h"
 #include "stage_checks.h"
@@ -36,14 +37,12 @@ void moe_deepep_ll_scales(float amax, int round_scale, float *scale, float *scal
 void moe_deepep_ll_cast_group(const float *f, int round_scale, uint8_t *q, float *scale_inv)
 {
     float amax = 0.0f, scale;
-    for (int i = 0; i < MOE_DEEPEP_LL_GROUP; i++) {
-        float a = fabsf(f[i]);
-        if (a > amax) amax = a; /* exact; NaN never wins, as with fmaxf */
-    }
+    /* exact; NaN never wins, as with fmaxf */
+    for (int i = 0; i < MOE_DEEPEP_LL_GROUP; i++) amax = moe_deepep_ll_amax_step(amax, f[i]);
     moe_deepep_ll_scales(amax, round_scale, &scale, scale_inv);
-    /* __nv_cvt_float2_to_fp8x2(..., __NV_SATFINITE, E4M3): RNE, +-448 */
-    for (int i = 0; i < MOE_DEEPEP_LL_GROUP; i++)
-        q[i] = moe_f32_to_e4m3(moe_q_canon_nan(f[i] * scale, f[i]), MOE_POLICY_E4M3_SAT_RNE, NULL);
+    /* __nv_cvt_float2_to_fp8x2(..., __NV_SATFINITE, E4M3): RNE, +-448, the
+     * NaN sign of moe_q_canon_nan (dispatch_core.h, shared with CUDA) */
+    for (int i = 0; i < MOE_DEEPEP_LL_GROUP; i++) q[i] = moe_deepep_ll_cast_elem(f[i], scale);
 }
 
 uint8_t moe_deepep_ll_ue8m0(float scale_inv)

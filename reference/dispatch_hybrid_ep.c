@@ -4,6 +4,7 @@
  * its tests compare bit-exactly, so every output here is EXACT. */
 #include <stdlib.h>
 #include <string.h>
+#include "dispatch_core.h"
 #include "elem.h"
 #include "moe/dispatch.h"
 #include "stage_checks.h"
@@ -45,7 +46,7 @@ static void expert_counts(const int32_t *ids, int64_t pairs, int E, int64_t *cou
     for (int64_t i = 0; i < pairs; i++) count[ids[i]]++;
 }
 
-static int64_t pad_up(int64_t n, int pad) { return (n + pad - 1) / pad * pad; }
+static int64_t pad_up(int64_t n, int pad) { return moe_hep_pad_up(n, pad); }
 
 moe_status moe_hep_permute_capacity(const moe_hep_config *cfg, const moe_tensor *topk_ids,
                                     int64_t *rows)
@@ -198,11 +199,7 @@ moe_status moe_ref_hep_dispatch_with_permute(const moe_hep_config *cfg, const mo
 void moe_hep_offsets(const int64_t *count, int R, int E_loc, int pad, int64_t *offset, int64_t *end)
 {
     for (int j = 0; j < R; j++) {
-        int64_t sum = 0;
-        for (int l = 0; l < E_loc; l++) {
-            offset[j * E_loc + l] = sum;
-            sum += pad_up(count[j * E_loc + l], pad);
-        }
+        int64_t sum = moe_hep_rank_offsets(count + (int64_t)j * E_loc, E_loc, pad, offset + (int64_t)j * E_loc);
         if (end) end[j] = sum;
     }
 }
@@ -210,20 +207,9 @@ void moe_hep_offsets(const int64_t *count, int R, int E_loc, int pad, int64_t *o
 void moe_hep_fill_counts(const int64_t *count, const int64_t *offset, int R, int E_loc, int pad, int64_t limit,
                          const moe_hep_permuted *out)
 {
-    int32_t *tpe = (int32_t *)out->tokens_per_expert->data;
-    int64_t *ppe = (int64_t *)out->padded_tokens_per_expert->data;
-    for (int j = 0; j < R; j++) {
-        for (int l = 0; l < E_loc; l++) {
-            int64_t e = (int64_t)j * E_loc + l, kept = limit - offset[e];
-            kept = kept < 0 ? 0 : kept > count[e] ? count[e] : kept;
-            tpe[e] = (int32_t)kept;
-            /* offsets and the limit are multiples of pad, so padding a
-             * clamped count never crosses the limit */
-            ppe[e] = pad_up(kept, pad);
-        }
-        int64_t last = (int64_t)j * E_loc + E_loc - 1;
-        ((int32_t *)out->overflow_flag->data)[j] = offset[last] + count[last] > limit;
-    }
+    for (int j = 0; j < R; j++)
+        moe_hep_fill_rank(count, offset, j, E_loc, pad, limit, (int32_t *)out->tokens_per_expert->data,
+                          (int64_t *)out->padded_tokens_per_expert->data, (int32_t *)out->overflow_flag->data);
 }
 
 moe_status moe_ref_check_hep_combine_with_unpermute(const moe_hep_config *cfg, const moe_tensor *y,
@@ -280,45 +266,19 @@ moe_status moe_ref_hep_combine_with_unpermute(const moe_hep_config *cfg, const m
     moe_status s = moe_ref_check_hep_combine_with_unpermute(cfg, y, row_id_map, probs, out, out_probs);
     if (s != MOE_OK) return s;
     int R = cfg->world_size, E = cfg->num_experts, E_loc = E / R, rpn = cfg->num_ranks_per_node;
-    int nodes = R / rpn;
     int64_t N = y->shape[1], H = y->shape[2], T = out->shape[1];
     const int32_t *map = (const int32_t *)row_id_map->data;
 
     moe_dtype d = y->dtype;
     for (int64_t g = 0; g < R * T; g++) {
-        int home = (int)(g / T) / rpn;
-        for (int64_t c = 0; c < H; c++) {
-            float acc = 0.0f;
-            /* own node first, its ranks in local-rank order; then the other
-             * nodes from home-1 downwards, wrapping, each node's partial
-             * summed and rounded on that node (A.7 "Combine across ranks") */
-            for (int step = 0; step < nodes; step++) {
-                int n = ((home - step) % nodes + nodes) % nodes;
-                float q = 0.0f;
-                int any = 0;
-                for (int j = n * rpn; j < (n + 1) * rpn; j++) {
-                    /* unpermute on rank j: its rows for g over local experts
-                     * ascending, f32 from 0, no prob multiply, rounded */
-                    const int32_t *m = map + ((int64_t)j * R * T + g) * E_loc;
-                    float p = 0.0f;
-                    int has = 0;
-                    for (int l = 0; l < E_loc; l++)
-                        if (m[l] >= 0) {
-                            p += moe_s_load(d, y->data, (j * N + m[l]) * H + c);
-                            has = 1;
-                        }
-                    if (!has) continue;
-                    p = moe_s_round_to(d, p);
-                    if (step == 0)
-                        acc += p;
-                    else
-                        q += p;
-                    any = 1;
-                }
-                if (step > 0 && any) acc += moe_s_round_to(d, q);
-            }
-            moe_s_store(d, out->data, g * H + c, acc);
-        }
+        /* own node first, its ranks in local-rank order; then the other
+         * nodes from home-1 downwards, wrapping, each node's partial summed
+         * and rounded on that node (A.7 "Combine across ranks";
+         * dispatch_core.h, shared with CUDA) */
+        for (int64_t c = 0; c < H; c++)
+            moe_s_store(d, out->data, g * H + c,
+                        moe_hep_combine_channel(d, y->data, map + g * E_loc, R * T * E_loc, R, E_loc, rpn,
+                                                (int)(g / T) / rpn, N, H, c));
         /* backward probs: gathered, not summed, into the dense [T, E] row */
         for (int e = 0; out_probs && e < E; e++) {
             int j = e / E_loc;

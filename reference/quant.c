@@ -1,6 +1,7 @@
 /* The reference quantize / dequantize stage: argument checks, then one loop
  * over scale groups that asks quant_rules.c for each group's scale and
- * converts the group's elements with the format policies of format.h.
+ * converts the group's elements with the step and encoders of quant_core.h
+ * (shared with the CUDA build; the format policies of format.h).
  * Single-threaded, fixed order: the bits depend on nothing but the input. */
 #include <math.h>
 #include <string.h>
@@ -26,14 +27,11 @@ static void put_elem(moe_dtype d, void *base, int64_t row_elems, int64_t idx_row
         return;
     }
     case MOE_E4M3:
-        p[idx_row * row_elems + col] = moe_f32_to_e4m3(v, MOE_POLICY_E4M3_SAT_RNE, NULL);
-        return;
     case MOE_I8:
-        p[idx_row * row_elems + col] = (uint8_t)moe_f32_to_i8(v, MOE_RND_RNE, NULL);
+        p[idx_row * row_elems + col] = moe_qc_encode(d, v);
         return;
     default: { /* packed E2M1 / I4: low nibble first, rows padded to a byte */
-        uint8_t c = d == MOE_E2M1 ? moe_f32_to_e2m1(v, MOE_POLICY_E2M1_SAT_RNE, NULL)
-                                  : (uint8_t)moe_f32_to_i4(v, MOE_RND_RNE, NULL);
+        uint8_t c = moe_qc_encode(d, v);
         uint8_t *b = p + idx_row * ((row_elems + 1) / 2) + col / 2;
         if (col & 1) *b = (uint8_t)((*b & 0x0F) | ((c & 0xF) << 4));
         else *b = (uint8_t)((*b & 0xF0) | (c & 0xF));
@@ -52,13 +50,11 @@ static float get_elem(moe_dtype d, const void *base, int64_t row_elems, int64_t 
     case MOE_F32: memcpy(&f, p + (idx_row * row_elems + col) * 4, 4); return f;
     case MOE_BF16: memcpy(&h, p + (idx_row * row_elems + col) * 2, 2); return moe_bf16_to_f32(h);
     case MOE_F16: memcpy(&h, p + (idx_row * row_elems + col) * 2, 2); return moe_f16_to_f32(h);
-    case MOE_E4M3: return moe_e4m3_to_f32(p[idx_row * row_elems + col]);
-    case MOE_I8: return (float)(int8_t)p[idx_row * row_elems + col];
+    case MOE_E4M3:
+    case MOE_I8: return moe_qc_decode(d, p[idx_row * row_elems + col]);
     default: {
         uint8_t byte = p[idx_row * ((row_elems + 1) / 2) + col / 2];
-        uint8_t c = (col & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 0xF);
-        if (d == MOE_E2M1) return moe_e2m1_to_f32(c);
-        return (float)((int)c - ((c & 8) ? 16 : 0));
+        return moe_qc_decode(d, (col & 1) ? (uint8_t)(byte >> 4) : (uint8_t)(byte & 0xF));
     }
     }
 }
@@ -150,15 +146,6 @@ static void group_stats(const moe_tensor *x, const moe_q_geom *g, int64_t b, int
     st->vmin = mn;
 }
 
-static float clamp_nan(const moe_quant_spec *s, float v)
-{
-    switch (s->clamp) {
-    case MOE_NANCLAMP_MIN_MAX: return fmaxf(-s->qmax, fminf(v, s->qmax));
-    case MOE_NANCLAMP_MAX_MIN: return fminf(fmaxf(v, -s->qmax), s->qmax);
-    default: return v;
-    }
-}
-
 static void store_scale(const moe_quant_spec *s, const moe_q_geom *g, moe_tensor *scale,
                         int64_t b, int64_t sr, int64_t sc, const moe_q_group *grp)
 {
@@ -244,10 +231,7 @@ moe_status moe_ref_quantize(const moe_quant_spec *spec, const moe_tensor *x,
                 int64_t c1 = c0 + g.cw < g.K ? c0 + g.cw : g.K;
                 moe_q_group grp;
                 if (stat && spec->rule != MOE_RULE_NVFP4) {
-                    float s = stat[(b * g.SR + sr) * g.SC + sc];
-                    grp.op = MOE_QOP_DIV;
-                    grp.f = grp.scale = s;
-                    grp.code = 0;
+                    moe_qc_rule_static(stat[(b * g.SR + sr) * g.SC + sc], &grp);
                 } else {
                     moe_q_stats t;
                     group_stats(x, &g, b, r0, r1, c0, c1, &t);
@@ -256,9 +240,7 @@ moe_status moe_ref_quantize(const moe_quant_spec *spec, const moe_tensor *x,
                 store_scale(spec, &g, scale_out, b, sr, sc, &grp);
                 for (int64_t r = r0; r < r1; r++)
                     for (int64_t c = c0; c < c1; c++) {
-                        float xv = xval(x, b * g.R + r, c);
-                        float v = grp.op == MOE_QOP_DIV ? xv / grp.f : xv * grp.f;
-                        v = clamp_nan(spec, moe_q_canon_nan(v, xv));
+                        float v = moe_qc_step(spec, &grp, xval(x, b * g.R + r, c));
                         put_elem(spec->elem, q_out->data, g.K, b * g.R + r, c, v);
                     }
             }

@@ -8,32 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "moe/quant.h"
+#include "quant_core.h"
 
-/* The operand seen as B matrices of R x K (activation: B = 1, R = M;
- * weight: B = E, R = N), each with an SR x SC matrix of scales; scale
- * (sr, sc) covers rows [sr*rh, +rh) and columns [sc*cw, +cw), clipped. */
-typedef struct {
-    int64_t B, R, K;
-    int64_t SR, SC; /* logical scale matrix per b */
-    int64_t rh, cw; /* rows and columns one scale covers */
-    int64_t per_b;  /* scale storage units per b (elements, or int32 words) */
-} moe_q_geom;
+/* moe_q_geom, moe_q_stats, moe_q_group and the MOE_HD arithmetic behind
+ * the functions below: quant_core.h (shared with the CUDA build). */
 
-/* Statistics of one scale group. */
-typedef struct {
-    float amax_prop; /* max |x|, NaN if any element is NaN */
-    float amax_ign;  /* max |x| over the non-NaN elements, 0 if none */
-    float vmax;      /* signed max, NaN if any NaN (torch.max) */
-    float vmin;      /* signed min, NaN if any NaN */
-} moe_q_stats;
-
-/* One group's result: how its elements are quantized and what is stored. */
-typedef struct {
-    moe_quant_op op; /* q = cvt(x / f) or cvt(x * f) */
-    float f;
-    float scale;     /* stored value for f32 scales; dequant multiplier */
-    uint8_t code;    /* stored code for E8M0 / E4M3 scales */
-} moe_q_group;
+#ifdef __cplusplus
+extern "C" { /* optimized/cuda/quant.cu calls moe_q_geometry */
+#endif
 
 /* Checks spec and the operand's rank, shape and K divisibility; `arg`
  * names the tensor in messages. */
@@ -64,5 +46,9 @@ float moe_q_canon_nan(float v, float x);
 /* floor / ceil of log2 v for finite v > 0 (subnormals included), exact. */
 int moe_q_floor_log2(float v);
 int moe_q_ceil_log2(float v);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

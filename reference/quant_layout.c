@@ -11,8 +11,7 @@ static int64_t round_up(int64_t a, int64_t b) { return cdiv(a, b) * b; }
 int64_t moe_sf_offset_128x4(int64_t r, int64_t c, int64_t sf_cols)
 {
     if (r < 0 || c < 0 || sf_cols < 0) return -1;
-    int64_t k_tiles = cdiv(sf_cols, 4);
-    return (((r / 128) * k_tiles + c / 4) * 32 + r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+    return moe_qc_sf_offset_128x4(r, c, sf_cols);
 }
 
 moe_status moe_q_geometry(const moe_quant_spec *spec, const char *arg, int ndim,
@@ -91,16 +90,7 @@ moe_status moe_q_geometry(const moe_quant_spec *spec, const char *arg, int ndim,
 int64_t moe_q_scale_index(const moe_quant_spec *spec, const moe_q_geom *g, int64_t b,
                           int64_t sr, int64_t sc, int *byte)
 {
-    if (byte) *byte = 0;
-    switch (spec->layout) {
-    case MOE_SF_SWIZZLE_128X4:
-        return b * g->per_b + moe_sf_offset_128x4(sr, sc, g->SC);
-    case MOE_SF_UE8M0_PACK4:
-        if (byte) *byte = (int)(sc % 4);
-        return b * g->per_b + sr * (g->SC / 4) + sc / 4;
-    default:
-        return b * g->per_b + sr * g->SC + sc;
-    }
+    return moe_qc_scale_index(spec, g, b, sr, sc, byte);
 }
 
 moe_status moe_quant_shapes(const moe_quant_spec *spec, int ndim, const int64_t *shape,
@@ -174,12 +164,12 @@ float moe_q_scale_at(const moe_quant_spec *spec, const moe_q_geom *g, const void
     if (spec->layout == MOE_SF_UE8M0_PACK4) {
         uint32_t w;
         memcpy(&w, (const uint8_t *)scale + i * 4, 4);
-        return moe_e8m0_to_f32((uint8_t)(w >> (8 * lane)));
+        return moe_s_decode_e8m0((uint8_t)(w >> (8 * lane)));
     }
     if (spec->scale_dtype == MOE_F32) {
         float f;
         memcpy(&f, (const uint8_t *)scale + i * 4, 4);
         return f;
     }
-    return moe_q_code_scale(spec, ((const uint8_t *)scale)[i], gs);
+    return moe_qc_code_scale(spec, ((const uint8_t *)scale)[i], gs);
 }

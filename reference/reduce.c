@@ -3,6 +3,7 @@
 #include <string.h>
 #include "elem.h"
 #include "moe/reduce.h"
+#include "reduce_core.h"
 #include "stage_checks.h"
 
 const char *moe_war_name(moe_war_kind w)
@@ -62,13 +63,7 @@ moe_status moe_ref_war_contiguous(const moe_tensor *fused, const moe_tensor *top
     moe_dtype fd = fused->dtype;
     for (int64_t t = 0; t < M; t++) {
         for (int64_t c = 0; c < K; c++) {
-            float acc = 0.0f;
-            for (int64_t j = 0; j < k; j++) {
-                float v = moe_s_load(fd, fused->data, (t * k + j) * K + c);
-                if (!weights_on_input) v = moe_s_round_to(fd, v * w[t * k + j]);
-                acc = acc + v;
-                if (sum == MOE_SUM_STORAGE_PER_ADD) acc = moe_s_round_to(fd, acc);
-            }
+            float acc = moe_war_contiguous_elem(fd, fused->data, w, t, c, k, K, weights_on_input, sum);
             moe_s_store(out->dtype, out->data, t * K + c, acc);
         }
     }
@@ -192,14 +187,8 @@ moe_status moe_ref_finalize_trtllm(const moe_tensor *y, const moe_tensor *map, c
     const float *w = topk_weights ? topk_weights->data : NULL, *b = bias ? bias->data : NULL;
     for (int64_t t = 0; t < T; t++)
         for (int64_t c = 0; c < K; c++) {
-            float acc = 0.0f;
-            for (int64_t j = 0; j < k; j++) {
-                int e = ids[t * k + j] - first_expert;
-                if (e < 0 || e >= num_local_experts) continue;
-                float v = moe_s_load(y->dtype, y->data, (int64_t)pr[j * T + t] * K + c);
-                if (b) v = v + b[e * K + c];
-                acc = fmaf(w ? w[t * k + j] : 1.0f, v, acc);
-            }
+            float acc = moe_finalize_trtllm_elem(y->dtype, y->data, ids, pr, w, b, t, c, T, k, K, first_expert,
+                                                 num_local_experts);
             moe_s_store(out->dtype, out->data, t * K + c, acc);
         }
     return MOE_OK;

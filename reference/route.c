@@ -11,38 +11,7 @@ const char *moe_route_method_name(moe_route_method m)
     return (unsigned)m < MOE_ROUTE_COUNT ? n[m] : "unknown";
 }
 
-static int finite(float x) { return x - x == 0.0f; }
-
-/* Index of the largest val[e] among allowed, not yet taken experts; ties to
- * the lower id; -1 if none is left. NaN never wins. */
-static int argmax(const float *val, const unsigned char *ok, int E)
-{
-    int best = -1;
-    for (int e = 0; e < E; e++)
-        if (ok[e] && (best < 0 || val[e] > val[best])) best = e;
-    return best;
-}
-
-static void scores(const float *x, int E, moe_score_func f, float *p, float *scratch)
-{
-    (void)scratch;
-    if (f == MOE_SCORE_SIGMOID) {
-        for (int e = 0; e < E; e++) p[e] = moe_sigmoidf(x[e]);
-    } else {
-        float m = x[0];
-        for (int e = 1; e < E; e++)
-            if (x[e] > m || m != m) m = x[e];
-        float sum = 0.0f;
-        for (int e = 0; e < E; e++) {
-            p[e] = moe_expf(x[e] - m);
-            sum = sum + p[e];
-        }
-        float r = 1.0f / sum;
-        for (int e = 0; e < E; e++) p[e] = p[e] * r;
-    }
-    for (int e = 0; e < E; e++)
-        if (!finite(p[e])) p[e] = 0.0f;
-}
+static int finite(float x) { return moe_route_finite(x); }
 
 static moe_status check(const moe_tensor *logits, const moe_route_params *p, const moe_tensor *ids,
                         const moe_tensor *w)
@@ -93,7 +62,8 @@ static moe_status check(const moe_tensor *logits, const moe_route_params *p, con
     return MOE_OK;
 }
 
-/* One token. x: logits as f32; work: 3*E floats + E bytes. */
+/* One token with the CPU backend's plug-ins (route_row.h): the steps of
+ * moe_route_row_ref, with the scores and the top-k search replaceable. */
 void moe_route_row(const moe_route_params *p, const float *x, int E, float *prob, float *sel, float *gscore,
                    unsigned char *ok, int32_t *ids, float *w, moe_route_scores_fn score_fn, moe_route_topk_fn topk_fn)
 {
@@ -101,62 +71,18 @@ void moe_route_row(const moe_route_params *p, const float *x, int E, float *prob
     int k = p->topk;
     for (int e = 0; e < E; e++) ok[e] = 1;
     if (p->method == MOE_ROUTE_LLAMA4_TOP1) {
-        for (int e = 0; e < E; e++) sel[e] = x[e];
-        int best = argmax(sel, ok, E);
-        if (best < 0) best = 0; /* every logit NaN */
-        ids[0] = best;
-        w[0] = moe_sigmoidf(x[best]);
-        if (!finite(w[0])) w[0] = 0.0f;
+        moe_route_llama4(x, E, sel, ok, ids, w);
     } else {
-        score_fn(x, E, p->method == MOE_ROUTE_SIGMOID_TOPK ? MOE_SCORE_SIGMOID
-                       : p->method == MOE_ROUTE_GROUPED_TOPK ? p->score : MOE_SCORE_SOFTMAX, prob, sel);
-        for (int e = 0; e < E; e++) sel[e] = bias ? prob[e] + bias[e] : prob[e];
-        if (p->method == MOE_ROUTE_GROUPED_TOPK) {
-            int G = p->num_expert_group, per = E / G;
-            for (int g = 0; g < G; g++) {
-                const float *s = sel + g * per;
-                int i1 = 0;
-                for (int i = 1; i < per; i++)
-                    if (s[i] > s[i1]) i1 = i;
-                if (bias) { /* DeepSeek-V3: sum of the group's top-2 biased scores */
-                    int i2 = -1;
-                    for (int i = 0; i < per; i++)
-                        if (i != i1 && (i2 < 0 || s[i] > s[i2])) i2 = i;
-                    gscore[g] = s[i1] + s[i2];
-                } else {
-                    gscore[g] = s[i1];
-                }
-            }
-            unsigned char gok[1024], keep[1024];
-            for (int g = 0; g < G; g++) gok[g] = 1, keep[g] = 0;
-            for (int r = 0; r < p->topk_group; r++) {
-                int g = argmax(gscore, gok, G);
-                keep[g] = 1, gok[g] = 0;
-            }
-            for (int e = 0; e < E; e++) ok[e] = keep[e / per];
-        }
+        unsigned char gok[1024];
+        score_fn(x, E, moe_route_score_of(p), prob, sel);
+        moe_route_select_values(p, bias, prob, E, sel, gscore, gok, ok);
         if (topk_fn && topk_fn(sel, ok, E, k, ids, gscore)) { /* gscore is free again: k values */
             for (int j = 0; j < k; j++) w[j] = prob[ids[j]];
         } else {
-            for (int j = 0; j < k; j++) {
-                int best = argmax(sel, ok, E);
-                if (best < 0) { /* only possible with NaN selection values: take the lowest free id */
-                    for (best = 0; !ok[best]; best++) {}
-                }
-                ids[j] = best;
-                w[j] = prob[best];
-                ok[best] = 0;
-            }
+            moe_route_topk_walk(sel, prob, ok, E, k, ids, w);
         }
     }
-    if (p->renormalize) {
-        float sum = 0.0f;
-        for (int j = 0; j < k; j++) sum = sum + w[j];
-        float d = sum > 0.0f ? sum : 1.0f;
-        for (int j = 0; j < k; j++) w[j] = w[j] / d;
-    }
-    if (p->routed_scaling_factor != 1.0f)
-        for (int j = 0; j < k; j++) w[j] = w[j] * p->routed_scaling_factor;
+    moe_route_weights_finish(p, w);
 }
 
 moe_status moe_ref_check_route(const moe_tensor *logits, const moe_route_params *p, const moe_tensor *topk_ids,
@@ -176,11 +102,12 @@ moe_status moe_ref_route(const moe_tensor *logits, const moe_route_params *p, mo
     if (s != MOE_OK) return s;
     int64_t M = logits->shape[0];
     int E = (int)logits->shape[1];
+    const float *bias = p->correction_bias ? p->correction_bias->data : NULL;
     int failed = 0;
 #pragma omp parallel
     {
         float *buf = malloc(sizeof(float) * (size_t)E * 4);
-        unsigned char *ok = malloc((size_t)E);
+        unsigned char *ok = malloc((size_t)E), gok[1024];
         if (!buf || !ok) {
 #pragma omp atomic write
             failed = 1;
@@ -190,8 +117,8 @@ moe_status moe_ref_route(const moe_tensor *logits, const moe_route_params *p, mo
             if (!buf || !ok) continue;
             float *x = buf + 3 * (size_t)E;
             for (int e = 0; e < E; e++) x[e] = moe_s_load(logits->dtype, logits->data, t * E + e);
-            moe_route_row(p, x, E, buf, buf + E, buf + 2 * (size_t)E, ok, (int32_t *)topk_ids->data + t * p->topk,
-                          (float *)topk_weights->data + t * p->topk, scores, NULL);
+            moe_route_row_ref(p, bias, x, E, buf, buf + E, buf + 2 * (size_t)E, ok, gok,
+                              (int32_t *)topk_ids->data + t * p->topk, (float *)topk_weights->data + t * p->topk);
         }
         free(buf);
         free(ok);

@@ -15,6 +15,10 @@
 
 #include "moe/ops.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* routing (includes the num_expert_group <= 1024 limit) */
 moe_status moe_ref_check_route(const moe_tensor *logits, const moe_route_params *p, const moe_tensor *topk_ids,
                                const moe_tensor *topk_weights);
@@ -117,5 +121,9 @@ moe_status moe_ref_check_hep_dispatch_with_permute(const moe_hep_config *cfg, co
 moe_status moe_ref_check_hep_combine_with_unpermute(const moe_hep_config *cfg, const moe_tensor *y,
                                                     const moe_tensor *row_id_map, const moe_tensor *probs,
                                                     const moe_tensor *out, const moe_tensor *out_probs);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -52,7 +52,7 @@ VERDICTS = ("fail", "error", "pass", "refused-as-expected", "skipped")
 PASSING = frozenset(("pass", "refused-as-expected"))
 FAILING = frozenset(("fail", "error"))
 CLASSES = ("EXACT", "SET", "BOUNDED")
-KNOWN_BACKENDS = ("ref", "cpu", "cuda-conform", "cuda-fast")
+KNOWN_BACKENDS = ("ref", "cpu", "cuda-conform", "cuda-atomic", "cuda-fast")
 METRIC_FIELDS = ("n", "mismatches", "class_mismatches", "bound_failures",
                  "max_abs", "max_ulp", "share", "calls")
 # Metrics the nightly comparison reports when they change (SCHEMA.md).

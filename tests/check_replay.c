@@ -449,6 +449,61 @@ START_TEST(fault_pplx_reorder_is_a_set)
 }
 END_TEST
 
+/* align: each expert's run of blocks reversed (F_REORDER: what atomic
+ * placement may give), or the first entries of two experts' runs swapped
+ * (F_UNPAIR: rows handed to the wrong expert) */
+static moe_status bad_align(const moe_tensor *ids, const moe_align_params *p, moe_tensor *sorted, moe_tensor *eids,
+                            moe_tensor *ntp)
+{
+    moe_status st = moe_ref_align_block_size(ids, p, sorted, eids, ntp);
+    if (st) return st;
+    int32_t *v = sorted->data;
+    const int32_t *e = eids->data;
+    int64_t nb = moe_tensor_numel(eids), bs = p->block_size, first = -1;
+    for (int64_t b = 0; b < nb;) {
+        int64_t r = b;
+        while (r < nb && e[r] == e[b]) r++;
+        if (e[b] >= 0) {
+            if (g_fault == F_REORDER)
+                for (int64_t i = b * bs, j = r * bs - 1; i < j; i++, j--) {
+                    int32_t t = v[i];
+                    v[i] = v[j], v[j] = t;
+                }
+            else if (first < 0) first = b * bs;
+            else if (v[first] != v[b * bs]) {
+                int32_t t = v[first];
+                v[first] = v[b * bs], v[b * bs] = t;
+                return st;
+            }
+        }
+        b = r;
+    }
+    return st;
+}
+
+START_TEST(fault_align_reorder_is_a_set)
+{
+    g_bad = moe_ops_ref, g_bad.align_block_size = bad_align, g_fault = F_REORDER;
+    moe_replay *r = new_replay();
+    int differs;
+    ck_assert_int_eq(faulty_run(&NOEP_TL, r, 206, &differs), MOE_OK);
+    char msg[4096];
+    ck_assert_msg(verdicts(r, "cuda-conform", "bf16", "align_block_size", msg, sizeof msg) == 0, "%s", msg);
+    ck_assert_msg(verdicts(r, "cuda-atomic", "bf16", NULL, msg, sizeof msg) == 0, "%s", msg); /* SET row */
+    const moe_replay_stage *s = moe_replay_stage_find(r, "align_block_size");
+    ck_assert(s->has_set && s->exact.mismatches > 0 && s->set.mismatches == 0);
+    ck_assert_msg(!differs, "rows are found through the layout: any order within an expert computes the same");
+    /* rows handed to another expert: not a set of the same pairs */
+    g_fault = F_UNPAIR;
+    ck_assert_int_eq(faulty_run(&NOEP_TL, r, 207, &differs), MOE_OK);
+    ck_assert_msg(verdicts(r, "cuda-atomic", "bf16", "align_block_size", msg, sizeof msg) == 0, "%s", msg);
+    s = moe_replay_stage_find(r, "align_block_size");
+    ck_assert(s->set.mismatches > 0 && s->set_where && !strcmp(s->set_where, "sorted_token_ids"));
+    ck_assert(differs);
+    free(r);
+}
+END_TEST
+
 /* ---- 3. errors ------------------------------------------------------------ */
 
 START_TEST(backend_error_is_recorded)
@@ -762,6 +817,7 @@ static Suite *suite(void)
     tcase_add_test(t, fault_ll_reorder_is_a_set);
     tcase_add_test(t, fault_ll_unpaired_row);
     tcase_add_test(t, fault_pplx_reorder_is_a_set);
+    tcase_add_test(t, fault_align_reorder_is_a_set);
     tcase_add_test(t, backend_error_is_recorded);
     tcase_add_test(t, reference_error_is_recorded);
     tcase_add_test(t, table_rules);

@@ -77,6 +77,13 @@ moe_status moe_compare_bounded(const moe_tensor *got, const moe_tensor *want, co
 moe_status moe_compare_set_rows(const moe_tensor *got, const moe_tensor *want, const int64_t *seg, int nseg,
                                 moe_cmp_metrics *m);
 
+/* The SET segments of an align layout (vLLM's large path places an
+ * expert's entries with atomics): each run of consecutive blocks with one
+ * id in expert_ids (int32 [blocks]) is one segment of sorted_token_ids,
+ * [run start * block, min(run end * block, len)). seg (blocks + 1
+ * entries) gets the nseg + 1 offsets; returns nseg. */
+int moe_align_set_segments(const moe_tensor *expert_ids, int64_t block, int64_t len, int64_t *seg);
+
 /* The verdict of metrics under a class: no class mismatch and, EXACT /
  * SET: no mismatch; BOUNDED: no element over its bound. */
 int moe_cmp_pass(const moe_cmp_metrics *m, moe_exact_class c);

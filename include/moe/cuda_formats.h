@@ -1,5 +1,5 @@
 /* Number-format conversion on an NVIDIA GPU. The kernels include the
- * reference's own round-and-pack headers (reference/formats/*.h), so a GPU
+ * reference's own round-and-pack headers (the headers of reference/formats/), so a GPU
  * conversion is the reference conversion, bit for bit. Pointers are device
  * pointers; flags (may be NULL) receives the OR of all elements' flags. */
 #ifndef MOE_CUDA_FORMATS_H

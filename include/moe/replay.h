@@ -17,7 +17,8 @@
  *   (e) compares every output (each tensor of the dispatch output structs)
  *       and adds the metrics to the entry's statistics: EXACT always; for
  *       grouped_gemm also BOUNDED with moe_gemm_bound (include/moe/bounds.h);
- *       for deepep_ll_dispatch and pplx_dispatch also SET (below);
+ *       for align_block_size, deepep_ll_dispatch and pplx_dispatch also SET
+ *       (below);
  *   (f) returns the backend's status and leaves its moe_last_error message.
  *       A backend failure is counted (backend_errors, first_error gets the
  *       message) and nothing is compared; a backend success on which the
@@ -36,7 +37,10 @@
  * counts when the ranges tile [0, count). Counts compare as they are. So
  * a row must come back with its own handle entry: a backend pairing a
  * row's data with another token's src_info fails, which comparing each
- * buffer as a multiset separately would accept.
+ * buffer as a multiset separately would accept. align_block_size (vLLM's
+ * large path places rows with atomics): within each run of blocks with one
+ * expert id (the reference's expert_ids), the flat indices sorted
+ * ascending; every other output compares as it is.
  *
  * Context: the ops table has no user pointer, so the entries find the
  * active replay through a _Thread_local pointer that begin sets and end
@@ -66,7 +70,7 @@ typedef struct {
     const char *name;           /* the ops entry ("activation", ...), also its tolerance-table stage */
     int64_t calls;              /* calls of the entry (failed ones included) */
     moe_cmp_metrics exact;      /* EXACT over every output of every compared call */
-    int has_set;                /* SET metrics computed (deepep_ll_dispatch, pplx_dispatch) */
+    int has_set;                /* SET metrics computed (align_block_size, deepep_ll_dispatch, pplx_dispatch) */
     moe_cmp_metrics set;        /* EXACT after the canonical order above */
     int has_bound;              /* BOUNDED metrics computed (grouped_gemm) */
     moe_cmp_metrics bounded;    /* against moe_gemm_bound */

@@ -87,7 +87,7 @@ typedef struct {
 } moe_sweep_record;
 
 typedef struct {
-    const char *backends[4];     /* requested backend names */
+    const char *backends[8];     /* requested backend names */
     int nbackends;
     /* tests: run this table instead, under the tolerance rows of backend
      * inject_as (e.g. a deliberately wrong "cuda-conform" stage) */

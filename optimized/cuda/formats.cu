@@ -3,6 +3,7 @@
  * reference/formats/, compiled with --fmad=false. */
 #include <cuda_runtime.h>
 #include "moe/cuda_formats.h"
+#include "cuda_internal.h"
 #include "reference/formats/bf16.h"
 #include "reference/formats/e2m1.h"
 #include "reference/formats/e4m3.h"
@@ -74,11 +75,6 @@ static __global__ void decode_kernel(moe_dtype d, const void *src, size_t n, flo
     dst[i] = dec_one(d, c);
 }
 
-static moe_status cuda_fail(cudaError_t e, const char *what)
-{
-    return moe_fail(MOE_ERR_DEVICE, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
 extern "C" moe_status moe_cuda_device_count(int *n)
 {
     if (!n) return moe_fail(MOE_ERR_NULL, "n: must not be NULL");
@@ -89,7 +85,7 @@ extern "C" moe_status moe_cuda_device_count(int *n)
         cudaGetLastError();
         return MOE_OK;
     }
-    if (e != cudaSuccess) return cuda_fail(e, "cudaGetDeviceCount");
+    if (e != cudaSuccess) return moe_cu_fail(e, "cudaGetDeviceCount");
     return MOE_OK;
 }
 
@@ -102,7 +98,7 @@ extern "C" moe_status moe_cuda_encode_array(moe_dtype d, const float *src, size_
     if (n == 0) return MOE_OK;
     unsigned *dflags;
     cudaError_t e = cudaMalloc(&dflags, sizeof *dflags);
-    if (e != cudaSuccess) return cuda_fail(e, "cudaMalloc(flags)");
+    if (e != cudaSuccess) return moe_cu_fail(e, "cudaMalloc(flags)");
     e = cudaMemset(dflags, 0, sizeof *dflags);
     size_t items = (d == MOE_E2M1 || d == MOE_I4) ? (n + 1) / 2 : n;
     unsigned threads = 256;
@@ -114,7 +110,7 @@ extern "C" moe_status moe_cuda_encode_array(moe_dtype d, const float *src, size_
     unsigned hf = 0;
     if (e == cudaSuccess) e = cudaMemcpy(&hf, dflags, sizeof hf, cudaMemcpyDeviceToHost);
     cudaFree(dflags);
-    if (e != cudaSuccess) return cuda_fail(e, "moe_cuda_encode_array");
+    if (e != cudaSuccess) return moe_cu_fail(e, "moe_cuda_encode_array");
     if (flags) *flags |= hf;
     return MOE_OK;
 }
@@ -130,6 +126,6 @@ extern "C" moe_status moe_cuda_decode_array(moe_dtype d, const void *src, size_t
     decode_kernel<<<(unsigned)((n + threads - 1) / threads), threads>>>(d, src, n, dst);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) return cuda_fail(e, "moe_cuda_decode_array");
+    if (e != cudaSuccess) return moe_cu_fail(e, "moe_cuda_decode_array");
     return MOE_OK;
 }

@@ -1,0 +1,68 @@
+/* One output element of the activation stage (reference/act.c), MOE_HD so
+ * the CUDA conformance build computes each element with the reference's
+ * own expressions (one thread per element there, a row loop here). */
+#ifndef MOE_REFERENCE_ACT_CORE_H
+#define MOE_REFERENCE_ACT_CORE_H
+
+#include <stdint.h>
+#include "elem.h"
+#include "math.h"
+#include "moe/act.h"
+#include "moe/portable.h"
+
+MOE_HD MOE_INLINE float moe_act_clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+/* out[r, i] before its store. x: the input rows (dtype xd); gated: p's
+ * activation reads 2I values a row; e: the row's local expert (>= 0; a -1
+ * row is zeros, the caller's case); va, vb, vl: the swiglu_bias vectors'
+ * data or NULL. Only p's scalar fields are read, never its tensors. */
+MOE_HD MOE_INLINE float moe_act_elem(const moe_act_params *p, int gated, moe_dtype xd, const void *x, int64_t r,
+                                     int64_t i, int64_t I, int e, const float *va, const float *vb, const float *vl)
+{
+    float v;
+    if (!gated) {
+        float a = moe_s_load(xd, x, r * I + i);
+        switch (p->act) {
+        case MOE_ACT_RELU2: a = a > 0.0f ? a : 0.0f, v = a * a; break;
+        case MOE_ACT_SILU_NOMUL: v = moe_siluf(a); break;
+        case MOE_ACT_GELU_NOMUL: v = moe_gelu_erff(a); break;
+        default: v = a; break; /* identity */
+        }
+    } else {
+        int64_t gi, ui, base = r * 2 * I;
+        if (p->layout == MOE_LAYOUT_GATE_UP) gi = base + i, ui = base + I + i;
+        else if (p->layout == MOE_LAYOUT_UP_GATE) ui = base + i, gi = base + I + i;
+        else gi = base + 2 * i, ui = base + 2 * i + 1;
+        float g = moe_s_load(xd, x, gi), u = moe_s_load(xd, x, ui), a;
+        switch (p->act) {
+        case MOE_ACT_SWIGLUOAI: {
+            float gc = g < p->limit ? g : p->limit; /* min; a NaN gate stays NaN */
+            if (g != g) gc = g;
+            float uc = moe_act_clampf(u, -p->limit, p->limit);
+            v = (uc + 1.0f) * (gc * moe_sigmoidf(gc * p->alpha));
+            break;
+        }
+        case MOE_ACT_SWIGLU_CLAMP: {
+            float gc = g < p->limit ? g : p->limit;
+            if (g != g) gc = g;
+            v = moe_siluf(gc) * moe_act_clampf(u, -p->limit, p->limit);
+            break;
+        }
+        case MOE_ACT_SWIGLU_BIAS: {
+            float al = va ? va[e] : 1.0f, be = vb ? vb[e] : 0.0f, L = vl ? vl[e] : MOE_M_INF;
+            float gc = g < L ? g : L;
+            if (g != g) gc = g;
+            v = gc * moe_sigmoidf(al * gc) * (moe_act_clampf(u, -L, L) + be);
+            break;
+        }
+        default:
+            a = p->act == MOE_ACT_SILU ? moe_siluf(g) : p->act == MOE_ACT_GELU ? moe_gelu_erff(g) : moe_gelu_tanhf(g);
+            if (p->round_act_to_storage) a = moe_s_round_to(xd, a);
+            v = a * u;
+            break;
+        }
+    }
+    return v;
+}
+
+#endif
