@@ -63,7 +63,7 @@ CUDA_LIB  := $(BUILD)/libmoe_cuda.a
 CUDA_LINK := -Wl,--whole-archive $(CUDA_LIB) -Wl,--no-whole-archive -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
 endif
 
-.PHONY: all run report nightly bench bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan gpu-check gpu-check-run gpu-bundle
+.PHONY: all run report nightly bench bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan gpu-check gpu-check-run gpu-bundle gpu-sanitize
 all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
 
 $(BUILD)/obj/%.o: %.c
@@ -222,6 +222,12 @@ gpu-check: deps
 gpu-check-run:
 	@BUILD=$(BUILD) OUT=$(OUT) sh tests/gpu/gpu_check.sh
 
+# make gpu-sanitize OUT=dir: compute-sanitizer memcheck, racecheck,
+# initcheck and synccheck (--error-exitcode) over the GPU suites in small
+# mode, on a GPU machine (prebuilt binaries as for gpu-check-run).
+gpu-sanitize:
+	@BUILD=$(BUILD) OUT=$(OUT) STEPS=sanitize sh tests/gpu/gpu_check.sh
+
 # The shared libraries the tools load that a GPU machine may lack, copied
 # from this machine into $(BUILD)/gpu-lib (gpu_check.sh puts it on the
 # library path). The H200 machines (Ubuntu 24.04, glibc 2.39) have
@@ -233,10 +239,83 @@ gpu-bundle: all
 	  xargs -r -I{} cp -L {} $(BUILD)/gpu-lib/
 	@ls $(BUILD)/gpu-lib
 
+# make check-mutants: the planted faults of tests/mutants/list.txt, each
+# patched into a copy of the sources under $(BUILD)/mutants (the working
+# tree is never touched) and required to fail its kill command; fails
+# below a 95% kill rate, on an unexplained survivor or on a stale patch.
+# tests/mutants/run.sh --gpu-build DIR builds the CUDA mutants' suites.
+.PHONY: check-mutants
+check-mutants: deps
+	@BUILD=$(BUILD) bash tests/mutants/run.sh
+
 deps:
 	@sh .ci/deps
 
 clean:
 	rm -rf build
 
+# Fault injection (tests/check_fault_inject.c, issue 9): the suite's
+# __wrap_ allocator fails the N-th allocation the project's own code makes.
+FAULT_WRAP := -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=posix_memalign,--wrap=strdup
+$(BUILD)/tests/check_fault_inject: LDFLAGS += $(FAULT_WRAP)
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- fuzzing (issue 9): libFuzzer targets tests/fuzz/fuzz_<t>.c ----------
+# make fuzz: builds the libraries with clang + ASan/UBSan + coverage into
+# $(BUILD)/fuzz/lib, each target into $(BUILD)/fuzz/fuzz_<t>, runs it for
+# FUZZ_SECONDS on a scratch corpus seeded from tests/fuzz/<t>/ (one process,
+# crashes under $(BUILD)/fuzz/artifacts/) and merges back into
+# tests/fuzz/<t>/ only the inputs that reach new edges (-merge=1; hit
+# counts ignored, -use_counters=0), which keeps the committed corpus small.
+# make check replays every corpus through the standalone driver
+# tests/fuzz/replay_main.c (suite check_fuzz), so the corpora are
+# regression tests without libFuzzer, under ASan too.
+FUZZ_TARGETS ?= npy golden cli formats
+FUZZ_SECONDS ?= 600
+FUZZ_CC      ?= clang
+FUZZ_ARGS    ?=
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g
+# clang warns where gcc does not (missing-field-initializers on designated
+# initializers); gcc's -Werror build is the one that guards warnings.
+FUZZ_WNO     := -Wno-error
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_LIBDIR  := $(FUZZ_DIR)/lib
+FUZZ_REPLAY  := $(patsubst tests/fuzz/fuzz_%.c,$(BUILD)/fuzz-replay/fuzz_%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_LINK     = $(1)/libmoe_combos.a -Wl,--whole-archive $(1)/libmoe_cpu.a -Wl,--no-whole-archive $(1)/libmoe_ref.a \
+                $(LDLIBS) $(BLAS_LIBS)
+.PHONY: fuzz fuzz-build
+
+$(BUILD)/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c tests/fuzz/fuzz_util.h $(ORACLE_OBJ) \
+  $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -Itests/oracle -iquote combos $< tests/fuzz/replay_main.c $(ORACLE_OBJ) $(LDFLAGS) \
+	  $(call FUZZ_LINK,$(BUILD)) -o $@
+$(BUILD)/tests/check_fuzz: $(FUZZ_REPLAY)
+
+fuzz-build: deps
+	@$(MAKE) --no-print-directory BUILD=$(FUZZ_LIBDIR) CC=$(FUZZ_CC) NVCC=none \
+	  SANFLAGS="$(FUZZ_SAN) -fsanitize=fuzzer-no-link $(FUZZ_WNO)" $(FUZZ_LIBDIR)/libmoe_ref.a $(FUZZ_LIBDIR)/libmoe_combos.a \
+	  $(FUZZ_LIBDIR)/libmoe_cpu.a $(FUZZ_LIBDIR)/obj/$(ORACLE_SRC:.c=.o)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz: building $(FUZZ_DIR)/fuzz_$$t"; \
+	  $(FUZZ_CC) $(REFFLAGS) $(FUZZ_SAN) $(FUZZ_WNO) -fsanitize=fuzzer $(OMPFLAGS) -D_POSIX_C_SOURCE=200809L -Iinclude \
+	    -iquote reference -iquote combos -Itests -Itests/oracle tests/fuzz/fuzz_$$t.c \
+	    $(FUZZ_LIBDIR)/obj/$(ORACLE_SRC:.c=.o) $(call FUZZ_LINK,$(FUZZ_LIBDIR)) -o $(FUZZ_DIR)/fuzz_$$t; \
+	done
+
+# Scratch files go to /dev/shm where it is writable: file-heavy targets
+# (npy, golden) run an order of magnitude faster there than on disk.
+fuzz: fuzz-build
+	@set -e; [ -w /dev/shm ] && export TMPDIR=/dev/shm; \
+	for t in $(FUZZ_TARGETS); do \
+	  w=$(FUZZ_DIR)/work_$$t; mkdir -p $$w $(FUZZ_DIR)/artifacts tests/fuzz/$$t; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s (log $(FUZZ_DIR)/$$t.log)"; \
+	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t- $(FUZZ_ARGS) $$w tests/fuzz/$$t > $(FUZZ_DIR)/$$t.log 2>&1 || \
+	    { tail -40 $(FUZZ_DIR)/$$t.log; echo "fuzz: $$t found a problem (input under $(FUZZ_DIR)/artifacts/)"; exit 1; }; \
+	  grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' $(FUZZ_DIR)/$$t.log; \
+	  before=$$(ls tests/fuzz/$$t | wc -l); \
+	  $(FUZZ_DIR)/fuzz_$$t -merge=1 -use_counters=0 tests/fuzz/$$t $$w > $(FUZZ_DIR)/$$t.merge.log 2>&1; \
+	  echo "fuzz: $$t corpus $$before -> $$(ls tests/fuzz/$$t | wc -l) files, $$(cat tests/fuzz/$$t/* | wc -c) bytes"; \
+	done

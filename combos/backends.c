@@ -10,6 +10,7 @@ extern const moe_ops moe_ops_cuda_conform __attribute__((weak));
 extern const moe_ops moe_ops_cuda_atomic __attribute__((weak));
 extern const moe_ops moe_ops_cuda_fast __attribute__((weak));
 int moe_cuda_backend_devices(void) __attribute__((weak));
+int moe_cuda_describe(char *runtime, char *driver, char *gpu, size_t n) __attribute__((weak));
 
 static const char *const NAMES[] = {"ref", "cpu", "cuda-conform", "cuda-atomic", "cuda-fast"};
 enum { NB = sizeof NAMES / sizeof NAMES[0] };
@@ -42,6 +43,11 @@ moe_status moe_backend_lookup(const char *name, const moe_ops **ops, const char 
     }
     *ops = t;
     return MOE_OK;
+}
+
+int moe_backend_cuda_info(char *runtime, char *driver, char *gpu, size_t n)
+{
+    return moe_cuda_describe && runtime && driver && gpu && n ? moe_cuda_describe(runtime, driver, gpu, n) : 0;
 }
 
 moe_status moe_backend_host_begin(const moe_ops *ops, moe_staged *s, const moe_ops **host_ops)

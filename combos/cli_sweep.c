@@ -62,15 +62,20 @@ static void meta_line(FILE *f, moe_sweep_tier tier, uint64_t seed, const char *c
         if (!ok) fprintf(f, ",\"reason\":\"%s\"", why ? why : "unavailable");
         fputc('}', f);
     }
-    fprintf(f, "],\"git_rev\":\"%s\",\"compiler\":\"%s %s\",\"cflags\":\"%s\",\"openblas\":null,\"omp_threads\":%d,"
-               "\"cuda\":null,\"driver\":null,\"gpu\":null,\"filter\":\"%s\",\"jobs\":%d",
+    char cu[96], dr[96], gpu[96];
+    int has_cuda = moe_backend_cuda_info(cu, dr, gpu, sizeof cu);
+    fprintf(f, "],\"git_rev\":\"%s\",\"compiler\":\"%s %s\",\"cflags\":\"%s\",\"openblas\":null,\"omp_threads\":%d,",
             rev,
 #ifdef __clang__
             "clang",
 #else
             "gcc",
 #endif
-            __VERSION__, MOE_BUILD_CFLAGS, omp_get_max_threads(), filter, jobs);
+            __VERSION__, MOE_BUILD_CFLAGS, omp_get_max_threads());
+    if (has_cuda) fprintf(f, "\"cuda\":\"%s\",\"driver\":\"%s\",\"gpu\":\"%s\",", cu, dr, gpu);
+    else fputs("\"cuda\":null,\"driver\":null,\"gpu\":null,", f);
+    fprintf(f, "\"filter\":\"%s\",\"jobs\":%d",
+            filter, jobs);
     if (with_time) {
         char date[32];
         time_t t = time(NULL);

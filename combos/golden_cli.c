@@ -107,11 +107,21 @@ static void show_tensors(const gk_opts *o, const gk_stored *s, const gk_manifest
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(e, "file"), *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
             const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape"), *st = cJSON_GetObjectItemCaseSensitive(e, "stored");
             if (!cJSON_IsString(f) || !cJSON_IsString(dt)) continue;
+            /* a corrupt case.json may hold any numbers, and any count of them:
+             * no integer cast (UB out of range), and the text stops at the
+             * buffer with "..." (fuzz finding: the running length overran it) */
             char shape[128] = "[";
-            size_t l = 1;
+            size_t l = 1, cap = sizeof shape - 5; /* room for "...]" */
             const cJSON *v;
-            cJSON_ArrayForEach(v, sh) l += (size_t)snprintf(shape + l, sizeof shape - l, "%s%lld", l > 1 ? ", " : "",
-                                                             (long long)v->valuedouble);
+            cJSON_ArrayForEach(v, sh)
+            {
+                int w = snprintf(shape + l, cap - l, "%s%.17g", l > 1 ? ", " : "", v->valuedouble);
+                if (w < 0 || (size_t)w >= cap - l) {
+                    l += (size_t)snprintf(shape + l, sizeof shape - l, "...");
+                    break;
+                }
+                l += (size_t)w;
+            }
             snprintf(shape + l, sizeof shape - l, "]");
             const char *sha = "";
             for (int i = 0; i < s->nfiles; i++)

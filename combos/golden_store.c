@@ -393,7 +393,9 @@ static void check_listed_tensors(gk_stored *s, const gk_manifest *m, int digest_
     }
 }
 
-static void load_tensors(gk_stored *s, const char *path)
+/* MOE_ERR_NOMEM when memory ran out (also noted as the case's reason, so a
+ * caller that ignores the status never takes the case as intact). */
+static moe_status load_tensors(gk_stored *s, const char *path)
 {
     const char *arrs[2] = {"inputs", "outputs"};
     for (int a = 0; a < 2 && s->status == GK_OK; a++) {
@@ -408,17 +410,18 @@ static void load_tensors(gk_stored *s, const char *path)
             moe_tensor t;
             if (!cJSON_IsString(tn) || !join(p, sizeof p, path, file)) {
                 note(s, f, GK_CORRUPT, "case.json record has no tensor name");
-                return;
+                return MOE_OK;
             }
-            if (moe_npy_read(p, &t) != MOE_OK) {
-                note(s, f, GK_CORRUPT, "unreadable: %s", moe_last_error());
-                return;
+            moe_status rs = moe_npy_read(p, &t);
+            if (rs != MOE_OK) {
+                note(s, f, GK_CORRUPT, "%s: %s", rs == MOE_ERR_NOMEM ? "not read" : "unreadable", moe_last_error());
+                return rs == MOE_ERR_NOMEM ? rs : MOE_OK;
             }
             moe_tensor *dst;
-            if (moe_golden_set_add(set, tn->valuestring, t.dtype, t.ndim, t.shape, &dst) != MOE_OK) {
+            if ((rs = moe_golden_set_add(set, tn->valuestring, t.dtype, t.ndim, t.shape, &dst)) != MOE_OK) {
                 note(s, f, GK_CORRUPT, "%s", moe_last_error());
                 moe_tensor_free(&t);
-                return;
+                return rs == MOE_ERR_NOMEM ? rs : MOE_OK;
             }
             if (t.nbytes) memcpy(dst->data, t.data, t.nbytes);
             moe_tensor_free(&t);
@@ -428,6 +431,7 @@ static void load_tensors(gk_stored *s, const char *path)
                      cJSON_IsString(dt) ? dt->valuestring : "nothing");
         }
     }
+    return MOE_OK;
 }
 
 moe_status gk_read_case(const char *path, int load, gk_stored *s)
@@ -457,7 +461,10 @@ moe_status gk_read_case(const char *path, int load, gk_stored *s)
         char p[4096];
         gk_file *f = add_file(s, m.name[i]);
         sizes[i] = -1;
-        if (!f) return moe_fail(MOE_ERR_INTERNAL, "%s: too many files", path);
+        if (!f) { /* content, not a program error (fuzz finding): a corrupt manifest may list any count */
+            note(s, mf, GK_CORRUPT, "lists more than the %d files a case holds", GK_MAX_FILES - 1);
+            return MOE_OK;
+        }
         if (!join(p, sizeof p, path, m.name[i]) || access(p, F_OK) != 0) {
             note(s, f, GK_MISSING, "missing (listed in MANIFEST.sha256)");
             continue;
@@ -478,6 +485,10 @@ moe_status gk_read_case(const char *path, int load, gk_stored *s)
     if (d) closedir(d);
     /* case.json, when intact, tells the tensor sizes (truncation) */
     gk_file *cj = add_file(s, "case.json");
+    if (!cj) { /* listed and unlisted files filled the table (fuzz finding: a NULL dereference) */
+        note(s, NULL, GK_CORRUPT, "more than %d files: case.json not checked", GK_MAX_FILES);
+        return MOE_OK;
+    }
     if (!gk_manifest_sha(&m, "case.json")) note(s, cj, GK_CORRUPT, "not listed in MANIFEST.sha256");
     if (cj->status == GK_OK) {
         char p[4096];
@@ -485,13 +496,18 @@ moe_status gk_read_case(const char *path, int load, gk_stored *s)
         FILE *f = fopen(p, "rb");
         char *buf = NULL;
         long n = -1;
+        int nomem = 0;
         if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-            (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+            !(nomem = !(buf = malloc((size_t)n + 1))) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
             buf[n] = '\0';
             s->json = cJSON_Parse(buf);
         }
         if (f) fclose(f);
         free(buf);
+        if (nomem) {
+            note(s, cj, GK_CORRUPT, "not read: %ld bytes not available", n);
+            return moe_fail(MOE_ERR_NOMEM, "%s/case.json: %ld bytes not available", path, n);
+        }
         const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(s->json, "format");
         if (!s->json) note(s, cj, GK_CORRUPT, "does not parse as JSON");
         else if (!cJSON_IsNumber(fmt) || fmt->valuedouble != MOE_GOLDEN_FORMAT)
@@ -528,8 +544,10 @@ moe_status gk_read_case(const char *path, int load, gk_stored *s)
         else if (df->status == GK_OK && gk_manifest_read(path, "DIGESTS.sha256", &dg, &b2) < 0)
             note(s, df, GK_CORRUPT, "line %d: malformed", b2);
     }
-    if (load && s->status == GK_OK && !digest_only) load_tensors(s, path);
-    return MOE_OK;
+    moe_status ls = load && s->status == GK_OK && !digest_only ? load_tensors(s, path) : MOE_OK;
+    /* a case that did not load whole hands back no tensors */
+    if (s->status != GK_OK) moe_golden_set_free(&s->in), moe_golden_set_free(&s->out);
+    return ls;
 }
 
 void gk_stored_free(gk_stored *s)

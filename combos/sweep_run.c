@@ -197,6 +197,11 @@ static moe_status replay_records(const moe_sweep_case *c, const moe_replay *rp, 
                               : cls == MOE_CLASS_BOUNDED && s->has_bound ? s->bounded_where : s->exact_where;
             snprintf(r->reason, sizeof r->reason, "stage %s differs from the reference on its own inputs%s%s",
                      s->name, where ? ": first in " : "", where ? where : "");
+        } else if (cls == MOE_CLASS_SET && s->has_set && s->exact.mismatches) {
+            /* what the atomics change: the order, which the SET class allows */
+            snprintf(r->reason, sizeof r->reason,
+                     "same multiset of rows; %lld of %lld elements in another order than the reference's (first in %s)",
+                     (long long)s->exact.mismatches, (long long)s->exact.n, s->exact_where ? s->exact_where : "?");
         }
     }
     return MOE_OK;

@@ -70,6 +70,9 @@ moe_status moe_ref_check_activation(const moe_tensor *x, const moe_tensor *row_e
                         moe_act_name(p->act), gated ? "2I" : "I");
     if ((p->act == MOE_ACT_SWIGLUOAI || p->act == MOE_ACT_SWIGLU_CLAMP) && !(p->limit >= 0.0f))
         return moe_fail(MOE_ERR_INVALID_ARG, "limit: must be >= 0 (or +Inf) for %s", moe_act_name(p->act));
+    /* x - x is 0 exactly for finite x and NaN for NaN or Inf (no libm here) */
+    if (p->act == MOE_ACT_SWIGLUOAI && !(p->alpha - p->alpha == 0.0f))
+        return moe_fail(MOE_ERR_INVALID_ARG, "alpha: must be finite for swigluoai");
     if ((s = check_vec(p->swiglu_alpha, "swiglu_alpha")) || (s = check_vec(p->swiglu_beta, "swiglu_beta")) ||
         (s = check_vec(p->swiglu_limit, "swiglu_limit")))
         return s;

@@ -23,7 +23,8 @@ MOE_HD MOE_INLINE float moe_act_elem(const moe_act_params *p, int gated, moe_dty
     if (!gated) {
         float a = moe_s_load(xd, x, r * I + i);
         switch (p->act) {
-        case MOE_ACT_RELU2: a = a > 0.0f ? a : 0.0f, v = a * a; break;
+        /* torch's relu keeps NaN (relu(x)^2 in vLLM and TensorRT-LLM) */
+        case MOE_ACT_RELU2: a = a > 0.0f || a != a ? a : 0.0f, v = a * a; break;
         case MOE_ACT_SILU_NOMUL: v = moe_siluf(a); break;
         case MOE_ACT_GELU_NOMUL: v = moe_gelu_erff(a); break;
         default: v = a; break; /* identity */

@@ -114,6 +114,11 @@ static moe_status check_args(const moe_forward_args *a, const moe_tensor *x, con
                         (long long)x->shape[1]);
     if (!a->w1 || !a->w2) return moe_fail(MOE_ERR_NULL, "w1, w2: must not be NULL");
     if (a->w1->ndim != 3 || a->w2->ndim != 3) return moe_fail(MOE_ERR_SHAPE, "w1, w2: must be [E, N, K]");
+    /* checked here so the message names w1 or w2, not the GEMM's "w" */
+    moe_quant_spec wspec;
+    if ((s = moe_scheme_spec(a->scheme, MOE_OPERAND_WEIGHT, &wspec)) ||
+        (s = moe_tensor_expect(a->w1, "w1", wspec.elem, 3)) || (s = moe_tensor_expect(a->w2, "w2", wspec.elem, 3)))
+        return s;
     int64_t E = a->w1->shape[0], H = x->shape[1], N1 = a->w1->shape[1];
     int gated = moe_act_is_gated(a->act.act);
     if (a->w1->shape[2] != H || a->w2->shape[0] != E || a->w2->shape[1] != H)

@@ -229,6 +229,11 @@ START_TEST(deepep_combine_hand)
     moe_deepep_config two = {4, 4, 2, 1};
     EXPECT_OK(moe_ref_deepep_combine(&two, &x, NULL, &in, NULL, NULL, &out, NULL));
     ck_assert_uint_eq(U16(out)[0], 0x3F80);
+    /* the ranks' order shows: 1 + 2^24 rounds to 2^24 before rank 2's
+     * -2^24 cancels it (+0); ranks descending would cancel first (1.0) */
+    U16(x)[0] = bf(1.0f), U16(x)[1] = bf(0x1p24f), U16(x)[2] = bf(-0x1p24f);
+    EXPECT_OK(moe_ref_deepep_combine(&one, &x, NULL, &in, NULL, NULL, &out, NULL));
+    ck_assert_uint_eq(U16(out)[0], 0x0000);
     freet(1, &x), freet(1, &out), freet(1, &in);
 
     /* bias0 + bias1 first, then ranks (f32 shows the association):
@@ -1140,6 +1145,66 @@ START_TEST(pinned_digests)
 }
 END_TEST
 
+/* Outputs come from the allocator zeroed, so a dispatcher that leaves its
+ * pad rows or unused expert slots as it found them would pass every test
+ * above: here the same dispatch into outputs poisoned with 0xA5 must give
+ * the same bytes as into zeroed ones. */
+static void poison(int n, moe_tensor *ts)
+{
+    for (int i = 0; i < n; i++) memset(ts[i].data, 0xA5, ts[i].nbytes);
+}
+
+static int differing_tensors(int n, const moe_tensor *a, const moe_tensor *b)
+{
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += a[i].nbytes != b[i].nbytes || memcmp(a[i].data, b[i].data, a[i].nbytes);
+    return bad;
+}
+
+START_TEST(dispatch_writes_every_byte)
+{
+    enum { R = 4, T = 8, K = 3, E = 8, H = 16, El = E / R };
+    moe_tensor x = mk(MOE_BF16, 3, SH(R, T, H)), ids = mk(MOE_I32, 3, SH(R, T, K));
+    moe_tensor w = mk(MOE_F32, 3, SH(R, T, K));
+    gen_ids(I32(ids), R * T, K, E, 71, 0, 1);
+    for (int i = 0; i < R * T * H; i++) U16(x)[i] = bf(moe_rng_normal(72, 1, (uint64_t)i));
+    for (int i = 0; i < R * T * K; i++) F32(w)[i] = moe_rng_uniform(73, 1, (uint64_t)i);
+    /* pplx, dp_size 2: each expert's slots past its count */
+    moe_pplx_config pc = {R, 2, E, T * 2};
+    moe_tensor px = view(MOE_BF16, 3, SH(2, 2 * T, H), x.data), pid = view(MOE_I32, 3, SH(2, 2 * T, K), ids.data);
+    int64_t rows = moe_pplx_rows(&pc), used = 0;
+    moe_tensor p[2][3];
+    for (int v = 0; v < 2; v++) {
+        p[v][0] = mk(MOE_BF16, 4, SH(R, El, rows, H)), p[v][1] = mk(MOE_I32, 2, SH(R, El));
+        p[v][2] = mk(MOE_I32, 3, SH(R, El, rows));
+        if (v) poison(3, p[v]);
+        moe_pplx_recv prv = {&p[v][0], NULL, &p[v][1], &p[v][2]};
+        EXPECT_OK(moe_ref_pplx_dispatch(&pc, &px, NULL, &pid, &prv));
+    }
+    for (int i = 0; i < R * El; i++) used += I32(p[0][1])[i];
+    ck_assert_msg(used < R * El * rows, "pplx: no unused slot, the test would prove nothing");
+    ck_assert_msg(differing_tensors(3, p[0], p[1]) == 0, "pplx dispatch leaves bytes of its outputs unwritten");
+    /* Hybrid-EP, two nodes, pad 4: the pad rows */
+    moe_hep_config hc = {R, E, 2, 4, 0, 0};
+    int64_t N, kept = 0, padded = 0;
+    EXPECT_OK(moe_hep_permute_capacity(&hc, &ids, &N));
+    moe_tensor q[2][6];
+    for (int v = 0; v < 2; v++) {
+        q[v][0] = mk(MOE_BF16, 3, SH(R, N, H)), q[v][1] = mk(MOE_F32, 2, SH(R, N));
+        q[v][2] = mk(MOE_I32, 2, SH(R, El)), q[v][3] = mk(MOE_I64, 2, SH(R, El));
+        q[v][4] = mk(MOE_I32, 3, SH(R, R * T, El)), q[v][5] = mk(MOE_I32, 1, SH(R));
+        if (v) poison(6, q[v]);
+        moe_hep_permuted hp = {&q[v][0], &q[v][1], NULL, &q[v][2], &q[v][3], &q[v][4], &q[v][5], NULL};
+        EXPECT_OK(moe_ref_hep_dispatch_with_permute(&hc, &x, NULL, &ids, &w, &hp));
+    }
+    for (int i = 0; i < R * El; i++) kept += I32(q[0][2])[i], padded += I64(q[0][3])[i];
+    ck_assert_msg(kept < padded, "hybrid-ep: no pad row, the test would prove nothing");
+    ck_assert_msg(differing_tensors(6, q[0], q[1]) == 0, "hybrid-ep dispatch leaves bytes of its outputs unwritten");
+    freet(3, p[0]), freet(3, p[1]), freet(6, q[0]), freet(6, q[1]);
+    freet(1, &x), freet(1, &ids), freet(1, &w);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ */
 /* Error paths: status and a message naming the argument and the rule. */
 
@@ -1436,6 +1501,7 @@ static Suite *dispatch_suite(void)
     tcase_add_test(tc, allgather_rs_property);
     tcase_add_test(tc, empty_problems);
     tcase_add_test(tc, pinned_digests);
+    tcase_add_test(tc, dispatch_writes_every_byte);
     tcase_add_test(tc, errors_deepep);
     tcase_add_test(tc, errors_ll_pplx);
     tcase_add_test(tc, errors_hep_allgather);

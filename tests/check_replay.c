@@ -762,6 +762,29 @@ START_TEST(gemm_bound_two_output_roundings)
 }
 END_TEST
 
+/* The bound's value for one f32 output, recomputed from its formula
+ * (bounds.h: 2 gamma_m A, A widened by the double sum's own error, plus
+ * the underflow term): the soundness tests above pass a loosened bound
+ * (a factor on gamma, a dropped term) as well as the right one. */
+START_TEST(gemm_bound_value)
+{
+    moe_tensor a = tt_new(MOE_BF16, 2, 1, 4, 0), w = tt_new(MOE_BF16, 3, 1, 1, 4), re = tt_new(MOE_I32, 1, 1, 0, 0);
+    moe_tensor ref = tt_new(MOE_F32, 2, 1, 1, 0);
+    const float av[4] = {1.0f, -2.0f, 0.5f, 3.0f}, wv[4] = {0.25f, 1.0f, -4.0f, 2.0f};
+    for (int k = 0; k < 4; k++) set_value(&a, k, av[k]), set_value(&w, k, wv[k]);
+    moe_gemm_args g = {.scheme = MOE_SCHEME_BF16, .a = &a, .w = &w, .row_expert = &re};
+    ck_assert_int_eq(moe_ref_grouped_gemm(&g, &ref), MOE_OK);
+    int64_t m, nodes;
+    ck_assert_int_eq(moe_gemm_bound_counts(&g, &m, &nodes), MOE_OK);
+    double b, A = 0.25 + 2.0 + 2.0 + 6.0, widen = 1.0 + 8.0 * 0x1p-52;
+    ck_assert_int_eq(moe_gemm_bound(&g, &ref, &b), MOE_OK);
+    double want = 2.0 * moe_gamma_f32(m) * (A * widen) + ldexp((double)nodes, -148);
+    ck_assert_msg(m == 4 && fabs(b - want) <= 0x1p-40 * want, "bound %.17g, formula %.17g (m %lld)", b, want, (long long)m);
+    moe_tensor *ts[] = {&a, &w, &re, &ref};
+    for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) moe_tensor_free(ts[j]);
+}
+END_TEST
+
 START_TEST(gemm_bound_counts_and_args)
 {
     moe_tensor a = tt_new(MOE_BF16, 2, 2, 512, 0), w = tt_new(MOE_BF16, 3, 2, 4, 512), re = tt_new(MOE_I32, 1, 2, 0, 0);
@@ -826,6 +849,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 60);
     tcase_add_test(t, gemm_bound_not_vacuous);
     tcase_add_test(t, gemm_bound_two_output_roundings);
+    tcase_add_test(t, gemm_bound_value);
     tcase_add_test(t, gemm_bound_counts_and_args);
     suite_add_tcase(s, t);
     return s;

@@ -22,8 +22,8 @@
  *                           beta, limit (defaults 1, 0, +Inf):
  *                           g' = min(g, L), out = g' * sigmoid(alpha * g') *
  *                           (clamp(u, -L, L) + beta)
- * Non-gated (rows of I values): relu2 = max(x, 0)^2, silu_nomul,
- * gelu_nomul, identity. */
+ * Non-gated (rows of I values): relu2 = relu(x)^2 (relu as torch's: NaN
+ * stays NaN), silu_nomul, gelu_nomul, identity. */
 #ifndef MOE_ACT_H
 #define MOE_ACT_H
 

@@ -25,6 +25,10 @@ const char *moe_backend_name(int i);
  * = "not built" or "no CUDA device". */
 moe_status moe_backend_lookup(const char *name, const moe_ops **ops, const char **why_not);
 
+/* The CUDA runtime and driver versions and the GPU's name (each string n
+ * bytes) when a CUDA library is linked and a device exists: 1; else 0. */
+int moe_backend_cuda_info(char *runtime, char *driver, char *gpu, size_t n);
+
 /* A table the modular kernel can run (host tensors): ops itself when it
  * is a host backend (s->backend = NULL), else this thread's staged view of
  * it (include/moe/staged.h). End with moe_backend_host_end(s), also after

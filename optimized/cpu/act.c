@@ -40,7 +40,7 @@ static void act_row(const moe_act_params *p, moe_dtype xd, int e, const float *v
     switch (p->act) {
     case MOE_ACT_RELU2:
         for (int64_t i = 0; i < I; i++) {
-            float a = g[i] > 0.0f ? g[i] : 0.0f;
+            float a = g[i] > 0.0f || g[i] != g[i] ? g[i] : 0.0f; /* NaN stays NaN, as the reference */
             v[i] = a * a;
         }
         return;

@@ -4,7 +4,7 @@
  * align_block_size: the reference is a counting sort whose experts hold
  * their pairs in ascending flat index t*topk + k (vLLM's small-input path
  * and its golden test's stable sort). Here the stable bucket ranking of
- * index_rank.cuh: per-chunk counts, a scan per expert over chunks, a block
+ * rank.cuh: per-chunk counts, a scan per expert over chunks, a block
  * scan of the padded expert sizes, then each warp places its chunk in
  * flat order. Pads (numel) and block ids are filled one thread per entry;
  * a block finds its expert by binary search over the padded starts.
@@ -19,7 +19,7 @@
  * of sorted_token_ids and expert_ids is then computed independently. */
 #include <string.h>
 #include "cuda_internal.h"
-#include "index_rank.cuh"
+#include "rank.cuh"
 /* stage_checks.h has no C++ guards of its own */
 extern "C" {
 #include "reference/stage_checks.h"
@@ -41,8 +41,9 @@ struct align_place {
     __device__ void operator()(int64_t i, int, int64_t pos) const { sorted[pos] = (int32_t)i; }
 };
 
-/* Padded expert starts: start[b] = sum over b' < b of round_up(count, bs)
- * (an empty expert takes no block), start[E] = the used length. */
+/* Padded starts: start[b] = sum over b' < b of round_up(cnt[b'], bs) (an
+ * empty expert or batch takes no block), start[E] = the used length, also
+ * written to ntpp. align_block_size's experts and align_batched's batches. */
 __global__ void align_starts_kernel(int E, const int32_t *cnt, int64_t bs, int64_t *start, int32_t *ntpp)
 {
     __shared__ long long ws[32];
@@ -197,24 +198,6 @@ moe_status align_run(const moe_tensor *topk_ids, const moe_align_params *p, moe_
     return moe_cu_rank_place(pl, key, mat, start, align_place{sorted});
 }
 
-/* Batched: start[b] = sum over b' < b of round_up(n[b'], bs). */
-__global__ void batched_starts_kernel(int B, const int32_t *n, int64_t bs, int64_t *start, int32_t *ntpp)
-{
-    __shared__ long long ws[32];
-    long long carry = 0;
-    for (int base = 0; base < B; base += blockDim.x) {
-        int b = base + threadIdx.x;
-        long long v = b < B ? ((long long)n[b] + bs - 1) / bs * bs : 0, sum;
-        long long ex = moe_cu_block_exscan(v, ws, &sum);
-        if (b < B) start[b] = carry + ex;
-        carry += sum;
-    }
-    if (threadIdx.x == 0) {
-        start[B] = carry;
-        ntpp[0] = (int32_t)carry;
-    }
-}
-
 __global__ void batched_fill_kernel(int64_t len, int64_t nblk, int B, const int32_t *n, int64_t max_tokens,
                                     int64_t bs, const int64_t *start, int32_t *sorted, int32_t *eids)
 {
@@ -276,8 +259,8 @@ extern "C" moe_status moe_cuda_align_batched(const moe_tensor *expert_num_tokens
     int64_t *start = (int64_t *)moe_cu_scratch((size_t)(B + 1) * sizeof(int64_t), &st);
     if (!start) return st;
     const int32_t *n = (const int32_t *)expert_num_tokens->data;
-    batched_starts_kernel<<<1, 1024>>>(B, n, block_size, start, (int32_t *)num_tokens_post_pad->data);
-    if ((st = moe_cu_launched("batched_starts_kernel"))) return st;
+    align_starts_kernel<<<1, 1024>>>(B, n, block_size, start, (int32_t *)num_tokens_post_pad->data);
+    if ((st = moe_cu_launched("align_starts_kernel"))) return st;
     if (len == 0 && nblk == 0) return MOE_OK;
     batched_fill_kernel<<<moe_cu_blocks(len > nblk ? len : nblk, 256), 256>>>(
         len, nblk, B, n, max_tokens, block_size, start, (int32_t *)sorted_token_ids->data,

@@ -69,6 +69,9 @@ moe_status moe_cuda_synchronize(void);
  * none (no GPU, no driver). combos/backends.c asks it before handing out a
  * CUDA table. */
 int moe_cuda_backend_devices(void);
+/* The CUDA runtime and driver versions ("13.0") and the device's name;
+ * 0 (strings untouched) without a device. */
+int moe_cuda_describe(char *runtime, char *driver, char *gpu, size_t n);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
-/* The dispatch files' shared pieces (dispatch_common.cuh): column scans,
- * the stable bucket rank, and the host copies of the error path. */
+/* The dispatch files' shared pieces (dispatch_common.cuh): column scans
+ * and the host copies of the error path. */
 #include <string.h>
 #include "dispatch_common.cuh"
 
@@ -7,35 +7,15 @@ namespace {
 
 constexpr int SCAN_THREADS = 256, SCAN_ITEMS = 4, SCAN_TILE = SCAN_THREADS * SCAN_ITEMS;
 constexpr int SCAN_TOP = 1024; /* threads of the tile-sum scan */
-constexpr int RANK_TILE = 512; /* keys per block of the bucket rank */
 
-/* Exclusive scan of one int per thread over the block (blockDim.x a
- * multiple of 32); *total gets the block's sum. Integer sums: any order
- * gives the same bits. */
+/* rank.cuh's block scan on ints (the sums are int32 counts; the narrowing
+ * wraps exactly as int arithmetic would). */
 __device__ int block_excl_scan(int v, int *total)
 {
-    __shared__ int warp_sums[32];
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int x = v;
-    for (int o = 1; o < 32; o <<= 1) {
-        int y = __shfl_up_sync(0xFFFFFFFFu, x, o);
-        if (lane >= o) x += y;
-    }
-    if (lane == 31) warp_sums[w] = x;
-    __syncthreads();
-    if (w == 0) {
-        int s = lane < nw ? warp_sums[lane] : 0;
-        for (int o = 1; o < 32; o <<= 1) {
-            int y = __shfl_up_sync(0xFFFFFFFFu, s, o);
-            if (lane >= o) s += y;
-        }
-        warp_sums[lane] = s; /* inclusive */
-    }
-    __syncthreads();
-    int r = (w ? warp_sums[w - 1] : 0) + x - v;
-    *total = warp_sums[nw - 1];
-    __syncthreads(); /* warp_sums is reused by the next call */
-    return r;
+    __shared__ long long ws[32];
+    long long t, r = moe_cu_block_exscan(v, ws, &t);
+    *total = (int)t;
+    return (int)r;
 }
 
 __global__ void scan_tile_sums(const int32_t *in, int64_t len, int cols, int64_t ntile, int32_t *tsum)
@@ -92,41 +72,6 @@ __global__ void scan_tiles(const int32_t *in, int32_t *out, int64_t len, int col
     }
 }
 
-/* hist[k*ntile + tile] += keys k in the tile; one atomic per group of
- * equal keys in a warp. */
-__global__ void rank_hist(const int32_t *key, int64_t n, int nb, int64_t ntile, int32_t *hist)
-{
-    int64_t p = (int64_t)blockIdx.x * RANK_TILE + threadIdx.x;
-    int lane = threadIdx.x & 31;
-    int k = p < n ? key[p] : -1;
-    int valid = k >= 0 && k < nb;
-    unsigned peers = __match_any_sync(0xFFFFFFFFu, valid ? k : -1);
-    if (valid && lane == __ffs(peers) - 1) atomicAdd(&hist[(int64_t)k * ntile + blockIdx.x], __popc(peers));
-}
-
-/* run[k*ntile + tile] starts as the keys k before the tile; the warps of
- * the tile take their ranks in index order, each advancing run[k] by its
- * own keys k, so rank = the sequential walk's position. */
-__global__ void rank_tiles(const int32_t *key, int64_t n, int nb, int64_t ntile, int32_t *run, int32_t *rank)
-{
-    int64_t p = (int64_t)blockIdx.x * RANK_TILE + threadIdx.x;
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int k = p < n ? key[p] : -1;
-    int valid = k >= 0 && k < nb;
-    unsigned peers = __match_any_sync(0xFFFFFFFFu, valid ? k : -1);
-    int within = __popc(peers & ((1u << lane) - 1u));
-    volatile int32_t *slot = valid ? run + (int64_t)k * ntile + blockIdx.x : nullptr;
-    for (int w = 0; w < RANK_TILE / 32; w++) {
-        if (w == warp) { /* warp-uniform */
-            int base = valid ? *slot : 0;
-            __syncwarp();
-            if (valid && lane == __ffs(peers) - 1) *slot = base + __popc(peers);
-            if (p < n) rank[p] = valid ? base + within : -1;
-        }
-        __syncthreads(); /* the next warp reads the advanced counters */
-    }
-}
-
 } // namespace
 
 size_t moe_cu_scan_cols_tmp(int64_t len, int cols)
@@ -152,36 +97,6 @@ moe_status moe_cu_scan_cols(const int32_t *in, int32_t *out, int32_t *totals, in
     if ((st = moe_cu_launched("scan_tile_offsets"))) return st;
     scan_tiles<<<grid, SCAN_THREADS>>>(in, out, len, cols, ntile, tmp);
     return moe_cu_launched("scan_tiles");
-}
-
-size_t moe_cu_bucket_rank_tmp(int64_t n, int nb)
-{
-    int64_t ntile = (n + RANK_TILE - 1) / RANK_TILE;
-    if (ntile < 1) ntile = 1;
-    size_t hist = (size_t)ntile * (size_t)(nb > 0 ? nb : 1);
-    /* the histogram, 64-int padding, the scan's tile sums */
-    return hist + 64 + moe_cu_scan_cols_tmp(ntile, nb);
-}
-
-moe_status moe_cu_bucket_rank(const int32_t *key, int64_t n, int nb, int32_t *rank, int32_t *count,
-                              int32_t *tmp)
-{
-    if (nb > 0) MOE_CU(cudaMemsetAsync(count, 0, (size_t)nb * sizeof *count, cudaStreamPerThread));
-    if (n <= 0 || nb <= 0) {
-        if (n > 0) MOE_CU(cudaMemsetAsync(rank, 0xFF, (size_t)n * sizeof *rank, cudaStreamPerThread));
-        return MOE_OK;
-    }
-    int64_t ntile = (n + RANK_TILE - 1) / RANK_TILE;
-    size_t hist_n = (size_t)ntile * (size_t)nb;
-    int32_t *hist = tmp, *stmp = tmp + hist_n + 64;
-    MOE_CU(cudaMemsetAsync(hist, 0, hist_n * sizeof *hist, cudaStreamPerThread));
-    rank_hist<<<(unsigned)ntile, RANK_TILE>>>(key, n, nb, ntile, hist);
-    moe_status st = moe_cu_launched("rank_hist");
-    if (st) return st;
-    /* each key's column of tile counts becomes its tile offsets */
-    if ((st = moe_cu_scan_cols(hist, hist, count, ntile, nb, stmp))) return st;
-    rank_tiles<<<(unsigned)ntile, RANK_TILE>>>(key, n, nb, ntile, hist, rank);
-    return moe_cu_launched("rank_tiles");
 }
 
 moe_tensor *moe_cu_host_like(const moe_tensor *dev, moe_tensor *h, moe_status *st)

@@ -121,15 +121,12 @@ __global__ void dispatch_rows(dispatch_args a)
     for (int64_t o = wid; o < a.rows; o += nw) {
         int j = (int)(o / a.N);
         int32_t g = a.row_src[o];
+        moe_cu_warp_token_row(a.ox, a.os, a.x, a.xs, a.xrow, a.srow, o, g, lane);
         if (g < 0) {
-            moe_cu_warp_zero(a.ox + o * a.xrow, a.xrow, lane);
-            if (a.os) moe_cu_warp_zero(a.os + o * a.srow, a.srow, lane);
             for (int k = lane; k < a.K; k += 32) a.rids[o * a.K + k] = -1, a.rw[o * a.K + k] = 0.0f;
             if (lane == 0) a.src_idx[o] = -1;
             continue;
         }
-        moe_cu_warp_copy(a.ox + o * a.xrow, a.x + (int64_t)g * a.xrow, a.xrow, lane);
-        if (a.os) moe_cu_warp_copy(a.os + o * a.srow, a.xs + (int64_t)g * a.srow, a.srow, lane);
         for (int k = lane; k < a.K; k += 32) {
             int32_t e = a.ids[(int64_t)g * a.K + k];
             int local = e >= 0 && e / a.E_loc == j;
@@ -265,22 +262,13 @@ static moe_status dispatch_on_host(const moe_deepep_config *cfg, const moe_tenso
                                    const moe_tensor *topk_ids, const moe_tensor *topk_weights,
                                    const moe_deepep_recv *out)
 {
-    moe_status st = MOE_OK;
-    moe_tensor hin[4], hout[8];
     const moe_tensor *in[4] = {x, x_scales, topk_ids, topk_weights};
     moe_tensor *const o[8] = {out->x, out->x_scales, out->topk_ids, out->topk_weights, out->src_idx,
                               out->num_recv, out->num_recv_per_expert, out->rank_prefix_matrix};
-    moe_tensor *hi[4], *ho[8];
-    for (int i = 0; i < 4; i++) hi[i] = moe_cu_host_copy(in[i], &hin[i], &st);
-    for (int i = 0; i < 8; i++) ho[i] = moe_cu_host_like(o[i], &hout[i], &st);
-    if (!st) {
+    return moe_cu_ref_on_host(in, 4, o, 8, [&](moe_tensor **hi, moe_tensor **ho) {
         moe_deepep_recv ro = {ho[0], ho[1], ho[2], ho[3], ho[4], ho[5], ho[6], ho[7]};
-        st = moe_ref_deepep_dispatch(cfg, hi[0], hi[1], hi[2], hi[3], &ro);
-        for (int i = 0; i < 8 && !st; i++) st = moe_cu_back_to_dev(ho[i], o[i]);
-    }
-    for (int i = 0; i < 4; i++) moe_tensor_free(&hin[i]);
-    for (int i = 0; i < 8; i++) moe_tensor_free(&hout[i]);
-    return st;
+        return moe_ref_deepep_dispatch(cfg, hi[0], hi[1], hi[2], hi[3], &ro);
+    });
 }
 
 extern "C" moe_status moe_cuda_deepep_dispatch(const moe_deepep_config *cfg, const moe_tensor *x,
@@ -293,23 +281,13 @@ extern "C" moe_status moe_cuda_deepep_dispatch(const moe_deepep_config *cfg, con
     int64_t T = x->shape[1], H = x->shape[2], S = x_scales ? x_scales->shape[2] : 0, N = out->x->shape[1];
     int64_t n = R * T;
 
-    moe_cu_carve cv = {nullptr, 0};
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass) {
-            cv.base = (char *)moe_cu_scratch(cv.off, &st);
-            if (st) return st;
-            cv.off = 0;
-        }
-        (void)cv.take<int32_t>((size_t)R * n);                   /* mask */
-        (void)cv.take<int32_t>((size_t)R * n);                   /* pos */
-        (void)cv.take<int32_t>(8);                               /* totals */
-        (void)cv.take<int32_t>((size_t)R * N);                   /* row_src */
-        (void)cv.take<int32_t>(moe_cu_scan_cols_tmp(n, R));      /* scan tiles */
-    }
-    cv.off = 0;
-    int32_t *mask = cv.take<int32_t>((size_t)R * n), *pos = cv.take<int32_t>((size_t)R * n);
-    int32_t *tot = cv.take<int32_t>(8), *row_src = cv.take<int32_t>((size_t)R * N);
-    int32_t *stmp = cv.take<int32_t>(moe_cu_scan_cols_tmp(n, R));
+    int32_t *mask, *pos, *tot, *row_src, *stmp; /* tot: the totals; stmp: the scan's tiles */
+    st = moe_cu_carve_scratch([&](moe_cu_carve &cv) {
+        mask = cv.take<int32_t>((size_t)R * n), pos = cv.take<int32_t>((size_t)R * n);
+        tot = cv.take<int32_t>(8), row_src = cv.take<int32_t>((size_t)R * N);
+        stmp = cv.take<int32_t>(moe_cu_scan_cols_tmp(n, R));
+    });
+    if (st) return st;
     int32_t *flags = moe_cu_flags(&st);
     if (st) return st;
 
@@ -378,23 +356,13 @@ extern "C" moe_status moe_cuda_deepep_combine(const moe_deepep_config *cfg, cons
     int64_t T = is_token_in_rank->shape[1], n = R * T;
     if (n == 0) return MOE_OK;
 
-    moe_cu_carve cv = {nullptr, 0};
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass) {
-            cv.base = (char *)moe_cu_scratch(cv.off, &st);
-            if (st) return st;
-            cv.off = 0;
-        }
-        (void)cv.take<int32_t>((size_t)R * n);              /* mask */
-        (void)cv.take<int32_t>((size_t)R * n);              /* pos */
-        (void)cv.take<int32_t>((size_t)R * n);              /* row_of */
-        (void)cv.take<int32_t>(8);                          /* totals */
-        (void)cv.take<int32_t>(moe_cu_scan_cols_tmp(n, R)); /* scan tiles */
-    }
-    cv.off = 0;
-    int32_t *mask = cv.take<int32_t>((size_t)R * n), *pos = cv.take<int32_t>((size_t)R * n);
-    int32_t *row_of = cv.take<int32_t>((size_t)R * n), *tot = cv.take<int32_t>(8);
-    int32_t *stmp = cv.take<int32_t>(moe_cu_scan_cols_tmp(n, R));
+    int32_t *mask, *pos, *row_of, *tot, *stmp; /* tot: the totals; stmp: the scan's tiles */
+    st = moe_cu_carve_scratch([&](moe_cu_carve &cv) {
+        mask = cv.take<int32_t>((size_t)R * n), pos = cv.take<int32_t>((size_t)R * n);
+        row_of = cv.take<int32_t>((size_t)R * n), tot = cv.take<int32_t>(8);
+        stmp = cv.take<int32_t>(moe_cu_scan_cols_tmp(n, R));
+    });
+    if (st) return st;
     int32_t *flags = moe_cu_flags(&st);
     if (st) return st;
 
@@ -419,19 +387,11 @@ extern "C" moe_status moe_cuda_deepep_combine(const moe_deepep_config *cfg, cons
     if ((st = moe_cu_flags_get(flags, hf))) return st;
     if (hf[0] || hf[1]) {
         /* the reference names the first bad byte or the short rank */
-        moe_tensor hin[5], hout[2];
-        moe_tensor *hi[5], *ho[2];
         const moe_tensor *in[5] = {x, topk_weights, is_token_in_rank, bias0, bias1};
-        for (int i = 0; i < 5; i++) hi[i] = moe_cu_host_copy(in[i], &hin[i], &st);
-        ho[0] = moe_cu_host_like(combined_x, &hout[0], &st);
-        ho[1] = moe_cu_host_like(combined_topk_weights, &hout[1], &st);
-        if (!st) {
-            st = moe_ref_deepep_combine(cfg, hi[0], hi[1], hi[2], hi[3], hi[4], ho[0], ho[1]);
-            if (!st) st = moe_cu_back_to_dev(ho[0], combined_x);
-            if (!st) st = moe_cu_back_to_dev(ho[1], combined_topk_weights);
-        }
-        for (int i = 0; i < 5; i++) moe_tensor_free(&hin[i]);
-        for (int i = 0; i < 2; i++) moe_tensor_free(&hout[i]);
+        moe_tensor *const o[2] = {combined_x, combined_topk_weights};
+        st = moe_cu_ref_on_host(in, 5, o, 2, [&](moe_tensor **hi, moe_tensor **ho) {
+            return moe_ref_deepep_combine(cfg, hi[0], hi[1], hi[2], hi[3], hi[4], ho[0], ho[1]);
+        });
     }
     return st;
 }

@@ -1,8 +1,8 @@
 /* DeepEP low-latency mode on one GPU, ranks simulated as the reference does
  * (reference/dispatch_deepep_ll.c, anchors A.5-A.6).
  *   dispatch         a pair's row in its expert is the reference's walk
- *                    (source rank, token, slot ascending): the stable
- *                    bucket rank of the ids (dispatch_common.cuh). The FP8
+ *                    (source rank, token, slot ascending): the
+ *                    stable rank of the ids (rank.cuh). The FP8
  *                    cast runs once per token: one warp per 128-channel
  *                    group (max |x| by shuffles -- a maximum of non-NaN
  *                    magnitudes is the same in any order --, the scale
@@ -240,16 +240,11 @@ moe_status ll_dispatch(const moe_deepep_ll_config *cfg, const moe_tensor *x, con
     int64_t T = x->shape[1], H = x->shape[2], Tall = (int64_t)R * cfg->max_tokens_per_rank;
     int64_t n = R * T, pairs = n * K, G = H / 128, S = cfg->use_ue8m0 ? H / 512 : H / 128;
 
-    moe_cu_carve cv = {nullptr, 0};
-    int32_t *rank = nullptr, *blk = nullptr, *row_src = nullptr, *btmp = nullptr, *begin = nullptr, *ctr = nullptr;
+    int32_t *rank = nullptr, *blk = nullptr, *row_src = nullptr, *begin = nullptr, *ctr = nullptr;
+    char *btmp = nullptr;
     uint32_t *q = nullptr;
     float *sinv = nullptr;
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass) {
-            cv.base = (char *)moe_cu_scratch(cv.off, &st);
-            if (st) return st;
-            cv.off = 0;
-        }
+    st = moe_cu_carve_scratch([&](moe_cu_carve &cv) {
         blk = cv.take<int32_t>((size_t)E * R);
         row_src = cv.take<int32_t>((size_t)E * Tall);
         if (atomic) {
@@ -257,13 +252,14 @@ moe_status ll_dispatch(const moe_deepep_ll_config *cfg, const moe_tensor *x, con
             ctr = cv.take<int32_t>((size_t)E * R);
         } else {
             rank = cv.take<int32_t>((size_t)pairs);
-            btmp = cv.take<int32_t>(moe_cu_bucket_rank_tmp(pairs, E));
+            btmp = cv.take<char>(moe_cu_stable_rank_bytes(pairs, E));
         }
         if (fp8) {
             q = cv.take<uint32_t>((size_t)(n * H / 4));
             sinv = cv.take<float>((size_t)(n * G));
         }
-    }
+    });
+    if (st) return st;
     const int32_t *ids = (const int32_t *)topk_ids->data;
     int32_t *count = (int32_t *)out->count->data;
     int64_t *range = (int64_t *)out->layout_range->data;
@@ -274,7 +270,7 @@ moe_status ll_dispatch(const moe_deepep_ll_config *cfg, const moe_tensor *x, con
         if ((st = moe_cu_launched("ll_blocks"))) return st;
     }
     if (!atomic) {
-        if ((st = moe_cu_bucket_rank(ids, pairs, E, rank, count, btmp))) return st;
+        if ((st = moe_cu_stable_rank(ids, pairs, E, rank, count, -1, nullptr, btmp))) return st;
         ll_ranges<<<moe_cu_blocks(E, TPB), TPB>>>(blk, E, R, range);
         if ((st = moe_cu_launched("ll_ranges"))) return st;
         if (pairs) {
@@ -369,15 +365,8 @@ extern "C" moe_status moe_cuda_deepep_ll_combine(const moe_deepep_ll_config *cfg
     if ((st = moe_cu_flags_get(flags, hf))) return st;
     if (!(hf[0] | hf[1] | hf[2] | hf[3])) return MOE_OK;
     /* a handle the reference refuses: it names the first bad entry */
-    moe_tensor hin[5], hout;
-    moe_tensor *hi[5];
-    for (int i = 0; i < 5; i++) hi[i] = moe_cu_host_copy(t[i], &hin[i], &st);
-    moe_tensor *ho = moe_cu_host_like(out, &hout, &st);
-    if (!st) {
-        st = moe_ref_deepep_ll_combine(cfg, hi[0], hi[1], hi[2], hi[3], hi[4], ho);
-        if (!st) st = moe_cu_back_to_dev(ho, out);
-    }
-    for (int i = 0; i < 5; i++) moe_tensor_free(&hin[i]);
-    moe_tensor_free(&hout);
-    return st;
+    moe_tensor *const o[1] = {out};
+    return moe_cu_ref_on_host(t, 5, o, 1, [&](moe_tensor **hi, moe_tensor **ho) {
+        return moe_ref_deepep_ll_combine(cfg, hi[0], hi[1], hi[2], hi[3], hi[4], ho[0]);
+    });
 }

@@ -4,7 +4,7 @@
  *             the local experts ascending: one thread per rank, an O(E_loc)
  *             loop) plus the pair's stable rank among the expert's pairs in
  *             (global token, slot) order -- the reference's next[e]++ walk
- *             -- from the bucket rank of dispatch_common.cuh. Rows at or
+ *             -- from the stable rank of rank.cuh. Rows at or
  *             past the non-blocking capacity are dropped as the reference
  *             drops them. Then one warp per output row gathers the token's
  *             bytes, prob and scales, or zeros for pad and tail rows.
@@ -85,16 +85,9 @@ __global__ void hep_rows(hep_rows_args a)
     int64_t wid = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5, nw = ((int64_t)gridDim.x * blockDim.x) >> 5;
     for (int64_t o = wid; o < a.rows; o += nw) {
         int32_t p = a.row_src[o];
-        if (p < 0) { /* pad rows and rows past the padded total: zero, prob 0, scales 0 */
-            moe_cu_warp_zero(a.ox + o * a.xrow, a.xrow, lane);
-            if (a.os) moe_cu_warp_zero(a.os + o * a.srow, a.srow, lane);
-            if (a.probs && lane == 0) a.probs[o] = 0.0f;
-            continue;
-        }
-        int64_t g = p / a.K;
-        moe_cu_warp_copy(a.ox + o * a.xrow, a.x + g * a.xrow, a.xrow, lane);
-        if (a.os) moe_cu_warp_copy(a.os + o * a.srow, a.xs + g * a.srow, a.srow, lane);
-        if (a.probs && lane == 0) a.probs[o] = a.w[p];
+        /* pad rows and rows past the padded total: zero, prob 0, scales 0 */
+        moe_cu_warp_token_row(a.ox, a.os, a.x, a.xs, a.xrow, a.srow, o, p < 0 ? -1 : p / a.K, lane);
+        if (a.probs && lane == 0) a.probs[o] = p < 0 ? 0.0f : a.w[p];
     }
 }
 
@@ -171,30 +164,21 @@ extern "C" moe_status moe_cuda_hep_dispatch_with_permute(const moe_hep_config *c
     int64_t T = x->shape[1], H = x->shape[2], S = x_scales ? x_scales->shape[2] : 0, N = out->x->shape[1];
     int64_t n = R * T, pairs = n * K, limit = cfg->non_blocking ? N : INT64_MAX;
 
-    moe_cu_carve cv = {nullptr, 0};
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass) {
-            cv.base = (char *)moe_cu_scratch(cv.off, &st);
-            if (st) return st;
-            cv.off = 0;
-        }
-        (void)cv.take<int32_t>((size_t)pairs);                       /* rank */
-        (void)cv.take<int32_t>((size_t)E);                           /* count32 */
-        (void)cv.take<int64_t>((size_t)E);                           /* count */
-        (void)cv.take<int64_t>((size_t)E);                           /* offset */
-        (void)cv.take<int32_t>((size_t)R * N);                       /* row_src */
-        (void)cv.take<int32_t>(moe_cu_bucket_rank_tmp(pairs, E));    /* bucket rank */
-    }
-    cv.off = 0;
-    int32_t *rank = cv.take<int32_t>((size_t)pairs), *count32 = cv.take<int32_t>((size_t)E);
-    int64_t *count = cv.take<int64_t>((size_t)E), *offset = cv.take<int64_t>((size_t)E);
-    int32_t *row_src = cv.take<int32_t>((size_t)R * N);
-    int32_t *btmp = cv.take<int32_t>(moe_cu_bucket_rank_tmp(pairs, E));
+    int32_t *rank, *count32, *row_src;
+    int64_t *count, *offset;
+    char *btmp; /* the stable rank's scratch */
+    st = moe_cu_carve_scratch([&](moe_cu_carve &cv) {
+        rank = cv.take<int32_t>((size_t)pairs), count32 = cv.take<int32_t>((size_t)E);
+        count = cv.take<int64_t>((size_t)E), offset = cv.take<int64_t>((size_t)E);
+        row_src = cv.take<int32_t>((size_t)R * N);
+        btmp = cv.take<char>(moe_cu_stable_rank_bytes(pairs, E));
+    });
+    if (st) return st;
     int32_t *flags = moe_cu_flags(&st);
     if (st) return st;
 
     const int32_t *ids = (const int32_t *)topk_ids->data;
-    if ((st = moe_cu_bucket_rank(ids, pairs, E, rank, count32, btmp))) return st;
+    if ((st = moe_cu_stable_rank(ids, pairs, E, rank, count32, -1, nullptr, btmp))) return st;
     hep_counts<<<1, 32>>>(count32, R, E_loc, pad, N, limit, cfg->non_blocking, count, offset,
                           (int32_t *)out->tokens_per_expert->data, (int64_t *)out->padded_tokens_per_expert->data,
                           (int32_t *)out->overflow_flag->data, flags);
@@ -234,18 +218,10 @@ extern "C" moe_status moe_cuda_hep_dispatch_with_permute(const moe_hep_config *c
     if ((st = moe_cu_flags_get(flags, hf))) return st;
     if (!hf[0]) return MOE_OK;
     /* blocking mode with too few rows: the reference names the rank */
-    moe_tensor hin[4], hout[8];
-    moe_tensor *hi[4], *ho[8];
-    for (int i = 0; i < 4; i++) hi[i] = moe_cu_host_copy(in[i], &hin[i], &st);
-    for (int i = 0; i < 8; i++) ho[i] = moe_cu_host_like(o[i], &hout[i], &st);
-    if (!st) {
+    return moe_cu_ref_on_host(in, 4, o, 8, [&](moe_tensor **hi, moe_tensor **ho) {
         moe_hep_permuted ro = {ho[0], ho[1], ho[2], ho[3], ho[4], ho[5], ho[6], ho[7]};
-        st = moe_ref_hep_dispatch_with_permute(cfg, hi[0], hi[1], hi[2], hi[3], &ro);
-        for (int i = 0; i < 8 && !st; i++) st = moe_cu_back_to_dev(ho[i], o[i]);
-    }
-    for (int i = 0; i < 4; i++) moe_tensor_free(&hin[i]);
-    for (int i = 0; i < 8; i++) moe_tensor_free(&hout[i]);
-    return st;
+        return moe_ref_hep_dispatch_with_permute(cfg, hi[0], hi[1], hi[2], hi[3], &ro);
+    });
 }
 
 extern "C" moe_status moe_cuda_hep_combine_with_unpermute(const moe_hep_config *cfg, const moe_tensor *y,

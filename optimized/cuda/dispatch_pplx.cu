@@ -6,8 +6,7 @@
  *                    i + dp_size, ... ascending, slots ascending"
  *                    (moe_ep_batched_positions). Each pair's key (its
  *                    expert) is written at its walk position, and the
- *                    stable parallel rank of permute.cu (per-chunk
- *                    histograms, scan per expert, one warp per chunk) gives
+ *                    stable parallel rank (moe_cu_stable_rank, rank.cuh) gives
  *                    the row: the same rows as the reference, no atomics in
  *                    the placement. num_tokens are the rank's counts. src is
  *                    scattered from the pairs, then the rows and scales are
@@ -29,22 +28,13 @@
 #include <string.h>
 #include "cuda_internal.h"
 #include "moe/dispatch.h"
+#include "rank.cuh"
 #include "reference/elem.h"
+#include "rows.cuh"
 /* stage_checks.h declares C functions without a C++ guard */
 extern "C" {
 #include "reference/stage_checks.h"
 }
-
-/* permute.cu's row gather and stable rank (there is no header of ours to
- * share them through: the lead may move these declarations into
- * cuda_internal.h). */
-moe_status moe_cu_gather_rows(const void *x, void *out, int64_t rows, size_t rb, const int32_t *idx, int64_t div,
-                              int64_t mod);
-size_t moe_cu_rank_scratch(int64_t n, int B);
-moe_status moe_cu_stable_rank(const int32_t *keys, int64_t n, int B, int32_t *hist, int32_t *rank,
-                              int32_t *count, int64_t cap, int32_t *flags);
-
-static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 /* Walk position of flat pair p = (g*T + t)*K + k: within group g, sending
  * rank i = t % dp holds tokens i, i+dp, ...; ranks before it hold
@@ -120,8 +110,8 @@ static moe_status pplx_dispatch(const moe_pplx_config *cfg, const moe_tensor *x,
             if ((st = moe_cu_launched("pplx_place_atomic_kernel"))) return st;
         }
     } else {
-        size_t b_keys = al256((size_t)n * 4);
-        uint8_t *ws = (uint8_t *)moe_cu_scratch(2 * b_keys + moe_cu_rank_scratch(n, E), &st);
+        size_t b_keys = moe_cu_align256((size_t)n * 4);
+        uint8_t *ws = (uint8_t *)moe_cu_scratch(2 * b_keys + moe_cu_stable_rank_bytes(n, E), &st);
         if (!ws) return st;
         int32_t *keys = (int32_t *)ws, *rank = (int32_t *)(ws + b_keys), *hist = (int32_t *)(ws + 2 * b_keys);
         if (n > 0) {
@@ -130,7 +120,7 @@ static moe_status pplx_dispatch(const moe_pplx_config *cfg, const moe_tensor *x,
         }
         /* every id names an expert and no token holds one twice (checked),
          * so no expert gets more than num_dp*T <= rows rows: no capacity */
-        if ((st = moe_cu_stable_rank(keys, n, E, hist, rank, count, -1, NULL))) return st;
+        if ((st = moe_cu_stable_rank(keys, n, E, rank, count, -1, NULL, hist))) return st;
         if (n > 0) {
             pplx_place_kernel<<<moe_cu_blocks(n, 256), 256>>>(ids, rank, n, T, K, cfg->dp_size, rows, src);
             if ((st = moe_cu_launched("pplx_place_kernel"))) return st;

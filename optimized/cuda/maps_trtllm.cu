@@ -21,13 +21,13 @@
  *     and only a token's first slot per expert (blockExpertPrefixSumKernel
  *     breaks at the first match). Run as upstream's three phases --
  *     per-chunk histograms, prefix sums (per expert over chunks, then over
- *     experts), scatter -- with the chunk-stable ranking of index_rank.cuh.
+ *     experts), scatter -- with the chunk-stable ranking of rank.cuh.
  *
  * Entries upstream never writes stay untouched (maps_trtllm.h). Nothing
  * here can fail after the argument checks, so no flags are read. */
 #include <string.h>
 #include "cuda_internal.h"
-#include "index_rank.cuh"
+#include "rank.cuh"
 /* stage_checks.h has no C++ guards of its own */
 extern "C" {
 #include "reference/stage_checks.h"

@@ -14,6 +14,7 @@
  * so). Blocks are found by address, so a tensor whose shape was changed
  * after allocation still returns its own block. */
 #include <mutex>
+#include <stdio.h>
 #include <string.h>
 #include <unordered_map>
 #include <vector>
@@ -151,6 +152,22 @@ extern "C" moe_status moe_cuda_synchronize(void)
 {
     MOE_CU(cudaStreamSynchronize(cudaStreamPerThread));
     return MOE_OK;
+}
+
+extern "C" int moe_cuda_describe(char *runtime, char *driver, char *gpu, size_t n)
+{
+    int rv = 0, dv = 0, dev = 0;
+    cudaDeviceProp prop;
+    if (moe_cuda_backend_devices() < 1 || cudaRuntimeGetVersion(&rv) != cudaSuccess ||
+        cudaDriverGetVersion(&dv) != cudaSuccess || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    snprintf(runtime, n, "%d.%d", rv / 1000, rv % 1000 / 10);
+    snprintf(driver, n, "%d.%d", dv / 1000, dv % 1000 / 10);
+    snprintf(gpu, n, "%s (sm_%d%d, %d SMs)", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+    return 1;
 }
 
 extern "C" int moe_cuda_backend_devices(void)

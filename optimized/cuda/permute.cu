@@ -3,20 +3,15 @@
  * is the reference's whatever the dtype; the only thing to get right is
  * where each row lands.
  *
- *   row copies      every stage ends in one gather: out[o] = x[src(o)] or a
- *                   zero row, a group of 32..256 threads per output row,
- *                   16-byte vectors when the row length and both base
- *                   pointers allow (8, 4, 2, 1 otherwise). Scatters
+ *   row copies      every stage ends in one gather (moe_cu_gather_rows,
+ *                   rows.cuh): out[o] = x[src(o)] or a zero row. Scatters
  *                   (unpermute) are turned into gathers by inverting the
  *                   index first, which the check makes race-free (each
  *                   destination at most once).
  *   placement       batched_scatter and permute_grouped place a pair at its
  *                   rank among the earlier pairs of its expert in flat index
- *                   order (the reference's loops). moe_cu_stable_rank
- *                   computes those ranks in parallel: per-chunk histograms,
- *                   a scan over chunks per expert, then one warp per chunk
- *                   walks its keys in order with __match_any_sync. Counts
- *                   use atomics (order-free); positions never do.
+ *                   order (the reference's loops): moe_cu_stable_rank
+ *                   (rank.cuh).
  *   in place        an output overlapping its input in the three gathers
  *                   (permute_rows, unpermute_rows, expand_trtllm) makes the
  *                   reference's serial row order part of the result, as in
@@ -25,182 +20,19 @@
  *   capacity        batched_scatter's expert past max_tokens is flagged on
  *                   the device; the reference then runs on host copies and
  *                   its status and message are returned.
- * moe_cu_gather_rows and moe_cu_stable_rank are also used by
- * dispatch_pplx.cu (declared there; no shared header of ours exists). */
+ */
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_internal.h"
 #include "moe/permute.h"
+#include "rank.cuh"
+#include "rows.cuh"
 /* stage_checks.h declares C functions without a C++ guard */
 extern "C" {
 #include "reference/stage_checks.h"
 }
 
-/* ---- row gather ---------------------------------------------------------------- */
-
-/* out[o] = x[s] with s = idx[o] (o when idx is NULL) mapped by (s / div) %
- * mod (mod 0: no modulo); s < 0 gives a zero row. tpr threads per row. */
-template <typename V>
-static __global__ void gather_rows_kernel(const V *__restrict__ x, V *__restrict__ out, int64_t rows,
-                                          int64_t nvec, const int32_t *__restrict__ idx, int64_t div,
-                                          int64_t mod, int tpr)
-{
-    int rpb = (int)blockDim.x / tpr, lane = (int)threadIdx.x % tpr;
-    for (int64_t o = (int64_t)blockIdx.x * rpb + (int64_t)threadIdx.x / tpr; o < rows;
-         o += (int64_t)gridDim.x * rpb) {
-        int64_t s = idx ? (int64_t)idx[o] : o;
-        if (s >= 0) {
-            s /= div;
-            if (mod) s %= mod;
-        }
-        V *d = out + o * nvec;
-        if (s < 0) {
-            const V z = V();
-            for (int64_t v = lane; v < nvec; v += tpr) d[v] = z;
-        } else {
-            const V *sp = x + s * nvec;
-            for (int64_t v = lane; v < nvec; v += tpr) d[v] = sp[v];
-        }
-    }
-}
-
-template <typename V>
-static moe_status gather_launch(const void *x, void *out, int64_t rows, int64_t nvec, const int32_t *idx,
-                                int64_t div, int64_t mod)
-{
-    int tpr = 32;
-    while (tpr < 256 && tpr < nvec) tpr *= 2;
-    const int threads = 256;
-    gather_rows_kernel<V><<<moe_cu_blocks(rows, threads / tpr), threads>>>((const V *)x, (V *)out, rows, nvec,
-                                                                            idx, div, mod, tpr);
-    return moe_cu_launched("gather_rows_kernel");
-}
-
-moe_status moe_cu_gather_rows(const void *x, void *out, int64_t rows, size_t rb, const int32_t *idx, int64_t div,
-                              int64_t mod)
-{
-    if (rows <= 0 || rb == 0) return MOE_OK;
-    size_t w = 16;
-    while (w > 1 && (rb % w || (uintptr_t)x % w || (uintptr_t)out % w)) w /= 2;
-    int64_t nvec = (int64_t)(rb / w);
-    switch (w) {
-    case 16: return gather_launch<uint4>(x, out, rows, nvec, idx, div, mod);
-    case 8: return gather_launch<uint2>(x, out, rows, nvec, idx, div, mod);
-    case 4: return gather_launch<uint32_t>(x, out, rows, nvec, idx, div, mod);
-    case 2: return gather_launch<uint16_t>(x, out, rows, nvec, idx, div, mod);
-    default: return gather_launch<uint8_t>(x, out, rows, nvec, idx, div, mod);
-    }
-}
-
-/* ---- stable rank: position of each key among the earlier equal keys ------------ */
-
-static void rank_geometry(int64_t n, int B, int64_t *nchunks, int64_t *chunk)
-{
-    int64_t c = (n + 255) / 256;
-    if (c > 512) c = 512;
-    int64_t lim = ((int64_t)1 << 24) / (B > 0 ? B : 1);
-    if (c > lim) c = lim;
-    if (c < 1) c = 1;
-    int64_t len = (n + c - 1) / c;
-    len = (len + 31) / 32 * 32;
-    if (len < 32) len = 32;
-    *chunk = len;
-    *nchunks = (n + len - 1) / len;
-    if (*nchunks < 1) *nchunks = 1;
-}
-
-/* Device bytes moe_cu_stable_rank needs for its per-chunk counters. */
-size_t moe_cu_rank_scratch(int64_t n, int B)
-{
-    int64_t nchunks, chunk;
-    rank_geometry(n, B, &nchunks, &chunk);
-    return (size_t)nchunks * (size_t)(B > 0 ? B : 1) * sizeof(int32_t);
-}
-
-/* hist[c][b] = keys equal to b in chunk c; one atomic per group of equal
- * keys in a warp. Every lane runs every iteration (uniform bounds). */
-static __global__ void rank_hist_kernel(const int32_t *__restrict__ keys, int64_t n, int64_t chunk, int B,
-                                        int32_t *hist)
-{
-    int64_t c = blockIdx.x, lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    int lane = (int)threadIdx.x & 31;
-    for (int64_t b = lo; b < hi; b += blockDim.x) {
-        int64_t i = b + threadIdx.x;
-        int32_t key = i < hi ? keys[i] : -1;
-        unsigned peers = __match_any_sync(0xFFFFFFFFu, key);
-        if (key >= 0 && lane == __ffs(peers) - 1) atomicAdd(&hist[c * B + key], __popc(peers));
-    }
-}
-
-/* Per key: exclusive scan of its chunk counts in chunk order (one thread
- * per key, coalesced across keys); total into count, flag past cap. */
-static __global__ void rank_scan_kernel(int32_t *hist, int64_t nchunks, int B, int32_t *count, int64_t cap,
-                                        int32_t *flags)
-{
-    for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < B; b += gridDim.x * blockDim.x) {
-        int64_t run = 0;
-        for (int64_t c = 0; c < nchunks; c++) {
-            int32_t v = hist[c * B + b];
-            hist[c * B + b] = (int32_t)run;
-            run += v;
-        }
-        if (count) count[b] = (int32_t)run;
-        if (cap >= 0 && run > cap) atomicOr(flags, 1);
-    }
-}
-
-/* One warp per chunk walks it 32 keys at a time, in index order: a key's
- * rank is its chunk's running counter plus the equal keys on lower lanes;
- * the lowest such lane then advances the counter. The counters are this
- * warp's row of hist (no other warp touches it); __syncwarp orders the
- * reads before the update and the update before the next round. */
-static __global__ void rank_place_kernel(const int32_t *__restrict__ keys, int64_t n, int64_t chunk,
-                                         int64_t nchunks, int B, int32_t *hist, int32_t *rank)
-{
-    int64_t c = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    if (c >= nchunks) return; /* a whole warp leaves together */
-    int lane = (int)threadIdx.x & 31;
-    volatile int32_t *h = hist + c * B;
-    int64_t lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n;
-    for (int64_t b = lo; b < hi; b += 32) {
-        int64_t i = b + lane;
-        int32_t key = i < hi ? keys[i] : -1;
-        unsigned peers = __match_any_sync(0xFFFFFFFFu, key);
-        int before = __popc(peers & ((1u << lane) - 1u));
-        int32_t base = key >= 0 ? h[key] : 0;
-        __syncwarp();
-        if (i < hi) rank[i] = key >= 0 ? base + before : -1;
-        if (key >= 0 && before == 0) h[key] = base + __popc(peers);
-        __syncwarp();
-    }
-}
-
-/* rank[i] = #{i' < i : keys[i'] == keys[i]} for keys in [0, B) (-1: no key,
- * rank -1); count[b] (may be NULL) = keys equal to b; flags[0] |= 1 when a
- * count exceeds cap (cap < 0: no limit). hist: moe_cu_rank_scratch bytes. */
-moe_status moe_cu_stable_rank(const int32_t *keys, int64_t n, int B, int32_t *hist, int32_t *rank,
-                              int32_t *count, int64_t cap, int32_t *flags)
-{
-    if (B <= 0) return MOE_OK;
-    if (n <= 0) {
-        if (count) MOE_CU(cudaMemsetAsync(count, 0, (size_t)B * sizeof(int32_t), cudaStreamPerThread));
-        return MOE_OK;
-    }
-    int64_t nchunks, chunk;
-    rank_geometry(n, B, &nchunks, &chunk);
-    MOE_CU(cudaMemsetAsync(hist, 0, (size_t)nchunks * (size_t)B * sizeof(int32_t), cudaStreamPerThread));
-    rank_hist_kernel<<<(unsigned)nchunks, 256>>>(keys, n, chunk, B, hist);
-    moe_status st = moe_cu_launched("rank_hist_kernel");
-    if (st) return st;
-    rank_scan_kernel<<<moe_cu_blocks(B, 256), 256>>>(hist, nchunks, B, count, cap, flags);
-    if ((st = moe_cu_launched("rank_scan_kernel"))) return st;
-    rank_place_kernel<<<moe_cu_blocks(nchunks * 32, 128), 128>>>(keys, n, chunk, nchunks, B, hist, rank);
-    return moe_cu_launched("rank_place_kernel");
-}
-
 /* ---- shared host plumbing ------------------------------------------------------- */
-
-static size_t al256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 static int overlaps(const moe_tensor *a, const moe_tensor *b)
 {
@@ -419,8 +251,8 @@ extern "C" moe_status moe_cuda_batched_scatter(const moe_tensor *x, const moe_te
     if (st) return st;
     int64_t L = out->shape[0], maxt = out->shape[1], T = x->shape[0], k = topk_ids->shape[1], n = T * k;
     if (L == 0) return MOE_OK;
-    size_t b_keys = al256((size_t)n * 4), b_hist = al256(moe_cu_rank_scratch(n, (int)L));
-    size_t b_tok = al256((size_t)(L * maxt) * 4);
+    size_t b_keys = moe_cu_align256((size_t)n * 4), b_hist = moe_cu_align256(moe_cu_stable_rank_bytes(n, (int)L));
+    size_t b_tok = moe_cu_align256((size_t)(L * maxt) * 4);
     uint8_t *ws = (uint8_t *)moe_cu_scratch(2 * b_keys + b_hist + b_tok, &st);
     int32_t *flags = ws ? moe_cu_flags(&st) : NULL;
     if (!ws || !flags) return st;
@@ -432,7 +264,7 @@ extern "C" moe_status moe_cuda_batched_scatter(const moe_tensor *x, const moe_te
                                                             keys);
         if ((st = moe_cu_launched("batched_keys_kernel"))) return st;
     }
-    st = moe_cu_stable_rank(keys, n, (int)L, hist, rank, (int32_t *)counts->data, maxt, flags);
+    st = moe_cu_stable_rank(keys, n, (int)L, rank, (int32_t *)counts->data, maxt, flags, hist);
     if (st) return st;
     if (n > 0) {
         batched_place_kernel<<<moe_cu_blocks(n, 256), 256>>>(keys, rank, n, k, maxt, tok_of);
@@ -510,7 +342,7 @@ extern "C" moe_status moe_cuda_permute_grouped(const moe_tensor *x, const moe_te
     moe_cu_mirror_free(&mi);
     if (st) return st;
     int64_t L = counts->shape[0], T = x->shape[0], k = topk_ids->shape[1], n = T * k, R = out->shape[0];
-    size_t b_keys = al256((size_t)n * 4), b_hist = al256(moe_cu_rank_scratch(n, (int)L));
+    size_t b_keys = moe_cu_align256((size_t)n * 4), b_hist = moe_cu_align256(moe_cu_stable_rank_bytes(n, (int)L));
     uint8_t *ws = (uint8_t *)moe_cu_scratch(2 * b_keys + b_hist, &st);
     if (!ws) return st;
     int32_t *keys = (int32_t *)ws, *rank = (int32_t *)(ws + b_keys), *hist = (int32_t *)(ws + 2 * b_keys);
@@ -520,7 +352,7 @@ extern "C" moe_status moe_cuda_permute_grouped(const moe_tensor *x, const moe_te
                                                             keys);
         if ((st = moe_cu_launched("grouped_keys_kernel"))) return st;
     }
-    if ((st = moe_cu_stable_rank(keys, n, (int)L, hist, rank, (int32_t *)counts->data, -1, NULL))) return st;
+    if ((st = moe_cu_stable_rank(keys, n, (int)L, rank, (int32_t *)counts->data, -1, NULL, hist))) return st;
     grouped_offsets_kernel<<<1, 1024>>>((const int32_t *)counts->data, L, pad_multiple, off);
     if ((st = moe_cu_launched("grouped_offsets_kernel"))) return st;
     if (R > 0) MOE_CU(cudaMemsetAsync(src, 0xFF, (size_t)R * 4, cudaStreamPerThread)); /* pads: -1 */

@@ -4,7 +4,7 @@
  * padded to unit_size with the sentinel (weight 0), masked experts absent,
  * tiles carrying compact local ids. The pair order is the reference's
  * token-major walk, i.e. ascending flat index t*topk + k per expert, which
- * the stable bucket ranking of index_rank.cuh reproduces: per-chunk counts,
+ * the stable bucket ranking of rank.cuh reproduces: per-chunk counts,
  * a scan per expert over chunks, one block scanning the padded segment
  * sizes (and the local ids of unmasked experts), then each warp places its
  * chunk in flat order. Sentinels and tile ids are written one thread per
@@ -19,7 +19,7 @@
  * on host copies for its status and message. */
 #include <string.h>
 #include "cuda_internal.h"
-#include "index_rank.cuh"
+#include "rank.cuh"
 /* stage_checks.h has no C++ guards of its own */
 extern "C" {
 #include "reference/stage_checks.h"

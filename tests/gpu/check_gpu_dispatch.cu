@@ -23,6 +23,7 @@
 #include "optimized/cuda/cuda.h"
 #include "reference/dispatch_core.h"
 #include "test_util.h"
+#include "gpu_test_util.h"
 
 /* ---- tensors on both sides ------------------------------------------------ */
 
@@ -30,19 +31,12 @@ struct tp {
     moe_tensor h, d;
 };
 
-static size_t nbytes_of(const moe_tensor *t)
-{
-    size_t nb = 0;
-    ck_assert_int_eq(moe_tensor_layout(t->dtype, t->ndim, t->shape, &nb), MOE_OK);
-    return nb;
-}
-
 /* An output pair: host 0x5A, device 0xA5. */
 static void out_pair(tp *p, moe_dtype dt, int nd, const int64_t *shape)
 {
     ck_assert_msg(moe_tensor_alloc(&p->h, dt, nd, shape) == MOE_OK, "%s", moe_last_error());
     ck_assert_msg(moe_cuda_alloc(&p->d, dt, nd, shape) == MOE_OK, "%s", moe_last_error());
-    size_t nb = nbytes_of(&p->h);
+    size_t nb = gpu_layout_bytes(&p->h);
     if (nb) {
         memset(p->h.data, 0x5A, nb);
         ck_assert_int_eq(cudaMemset(p->d.data, 0xA5, nb), cudaSuccess);
@@ -63,70 +57,9 @@ static void free_pair(tp *p)
     moe_cuda_free(&p->d);
 }
 
-static moe_tensor hmk(moe_dtype dt, int nd, const int64_t *shape)
-{
-    moe_tensor t;
-    ck_assert_msg(moe_tensor_alloc(&t, dt, nd, shape) == MOE_OK, "%s", moe_last_error());
-    return t;
-}
-
-static moe_tensor fetch(const moe_tensor *d)
-{
-    moe_tensor h = hmk(d->dtype, d->ndim, d->shape);
-    ck_assert_msg(moe_cuda_copy(&h, d) == MOE_OK, "%s", moe_last_error());
-    return h;
-}
-
-static int elem_bytes(moe_dtype dt)
-{
-    int b = moe_dtype_get(dt)->bits / 8;
-    return b ? b : 1;
-}
-
-static int is_nan_elem(moe_dtype dt, const uint8_t *p)
-{
-    if (dt == MOE_F32) {
-        float f;
-        memcpy(&f, p, 4);
-        return f != f;
-    }
-    if (dt == MOE_BF16 || dt == MOE_F16) {
-        uint16_t u;
-        memcpy(&u, p, 2);
-        return dt == MOE_BF16 ? (u & 0x7FFF) > 0x7F80 : (u & 0x7FFF) > 0x7C00;
-    }
-    return 0;
-}
-
-/* Byte-identical (nan_class: a NaN matches any NaN), naming the first
- * differing element and both encodings. */
-static void same_bytes(const char *what, const moe_tensor *ref, const uint8_t *got, int nan_class)
-{
-    size_t nb = nbytes_of(ref);
-    const uint8_t *want = (const uint8_t *)ref->data;
-    if (!nb || !memcmp(want, got, nb)) return;
-    int eb = elem_bytes(ref->dtype);
-    size_t bad = 0, first = (size_t)-1;
-    for (size_t i = 0; i + eb <= nb; i += eb) {
-        if (!memcmp(want + i, got + i, eb)) continue;
-        if (nan_class && is_nan_elem(ref->dtype, want + i) && is_nan_elem(ref->dtype, got + i)) continue;
-        if (bad++ == 0) first = i;
-    }
-    if (!bad) return;
-    char w[40] = "", g[40] = "";
-    for (int b = eb - 1; b >= 0; b--) {
-        snprintf(w + strlen(w), sizeof w - strlen(w), "%02x", want[first + b]);
-        snprintf(g + strlen(g), sizeof g - strlen(g), "%02x", got[first + b]);
-    }
-    ck_abort_msg("%s: %zu elements differ, first at element %zu: reference 0x%s, gpu 0x%s", what, bad,
-                 first / eb, w, g);
-}
-
 static void same(const char *what, tp *p, int nan_class)
 {
-    moe_tensor g = fetch(&p->d);
-    same_bytes(what, &p->h, (const uint8_t *)g.data, nan_class);
-    moe_tensor_free(&g);
+    gpu_expect_same(what, &p->h, &p->d, nan_class);
 }
 
 /* ---- inputs --------------------------------------------------------------- */
@@ -136,7 +69,7 @@ static uint64_t SEED = 20261121;
 static moe_tensor rand_ids(int R, int64_t T, int K, int E, unsigned neg1, int distinct, uint64_t s)
 {
     int64_t sh[3] = {R, T, K};
-    moe_tensor t = hmk(MOE_I32, 3, sh);
+    moe_tensor t = gpu_hnew_sh(MOE_I32, 3, sh);
     ck_assert_int_eq(moe_rng_topk_ids((int32_t *)t.data, R * T, K, E, SEED + s, moe_rng_stream_id("gpu.ids"), neg1,
                                       distinct),
                      MOE_OK);
@@ -183,8 +116,8 @@ static void plant_specials(moe_dtype dt, void *p, int64_t n, uint64_t seed)
 
 static moe_tensor rand_act(moe_dtype dt, int nd, const int64_t *sh, uint64_t s, int specials)
 {
-    moe_tensor t = hmk(dt, nd, sh);
-    int64_t n = dt == MOE_E4M3 || dt == MOE_E5M2 ? (int64_t)nbytes_of(&t) : moe_tensor_numel(&t);
+    moe_tensor t = gpu_hnew_sh(dt, nd, sh);
+    int64_t n = dt == MOE_E4M3 || dt == MOE_E5M2 ? (int64_t)gpu_layout_bytes(&t) : moe_tensor_numel(&t);
     fast_fill(dt, t.data, 0, n, SEED + s);
     if (specials) plant_specials(dt, t.data, n, SEED + s);
     return t;
@@ -192,7 +125,7 @@ static moe_tensor rand_act(moe_dtype dt, int nd, const int64_t *sh, uint64_t s, 
 
 static moe_tensor rand_f32(int nd, const int64_t *sh, uint64_t s)
 {
-    moe_tensor t = hmk(MOE_F32, nd, sh);
+    moe_tensor t = gpu_hnew_sh(MOE_F32, nd, sh);
     int64_t n = moe_tensor_numel(&t);
     for (int64_t i = 0; i < n; i++) ((float *)t.data)[i] = moe_rng_uniform(SEED + s, 5, (uint64_t)i) + 0.01f;
     return t;
@@ -208,20 +141,7 @@ static moe_tensor rand_f32(int nd, const int64_t *sh, uint64_t s)
     } while (0)
 
 /* The same status and message from both. */
-#define SAME_ERR(ref_call, gpu_call)                                                                             \
-    do {                                                                                                          \
-        moe_clear_error();                                                                                        \
-        moe_status rs_ = (ref_call);                                                                             \
-        char rm_[512];                                                                                           \
-        snprintf(rm_, sizeof rm_, "%s", moe_last_error());                                                        \
-        moe_clear_error();                                                                                        \
-        moe_status gs_ = (gpu_call);                                                                             \
-        ck_assert_msg(rs_ != MOE_OK, "the reference accepted %s", #ref_call);                                     \
-        ck_assert_msg(gs_ == rs_, "%s: gpu %s (%s), reference %s (%s)", #gpu_call, moe_status_str(gs_),           \
-                      moe_last_error(), moe_status_str(rs_), rm_);                                                \
-        ck_assert_msg(!strcmp(rm_, moe_last_error()), "messages differ: gpu '%s', reference '%s'",               \
-                      moe_last_error(), rm_);                                                                     \
-    } while (0)
+#define SAME_ERR(ref_call, gpu_call) GPU_SAME_ERROR(#gpu_call, ref_call, gpu_call)
 
 #define HOST_REFUSED(gpu_call, needle)                                                                           \
     do {                                                                                                          \
@@ -270,7 +190,9 @@ static moe_tensor ht_ids(const ht_case *c, uint64_t s)
 
 START_TEST(deepep_layout_matches)
 {
-    const ht_case *c = &ht_cases[_i];
+    ht_case cs = ht_cases[_i];
+    cs.T = gpu_small_cap(cs.T, 64); /* small mode: 64 tokens a rank, H kept */
+    const ht_case *c = &cs;
     moe_deepep_config cfg = {c->R, c->E, c->rpn, c->align};
     tp ids, pe, pr, pn, in;
     moe_tensor hid = ht_ids(c, 100 + _i);
@@ -311,7 +233,9 @@ END_TEST
 /* dispatch, then combine of random expert outputs in the received layout */
 START_TEST(deepep_dispatch_combine_matches)
 {
-    const ht_case *c = &ht_cases[_i];
+    ht_case cs = ht_cases[_i];
+    cs.T = gpu_small_cap(cs.T, 64); /* small mode: 64 tokens a rank, H kept */
+    const ht_case *c = &cs;
     int R = c->R, E_loc = c->E / c->R, K = c->K;
     moe_deepep_config cfg = {R, c->E, c->rpn, c->align};
     int64_t T = c->T, H = c->H;
@@ -517,10 +441,10 @@ static void ll_same_as_set(ll_outs *o, const ll_case *c)
 {
     int E = c->E, R = c->R;
     int64_t Tall = R * c->Tmax;
-    moe_tensor gx = fetch(&o->x.d), gc = fetch(&o->count.d), gi = fetch(&o->info.d), gr = fetch(&o->range.d);
+    moe_tensor gx = gpu_to_host(&o->x.d), gc = gpu_to_host(&o->count.d), gi = gpu_to_host(&o->info.d), gr = gpu_to_host(&o->range.d);
     moe_tensor gs = {};
-    if (c->fp8) gs = fetch(&o->s.d);
-    same_bytes("atomic count", &o->count.h, (const uint8_t *)gc.data, 0);
+    if (c->fp8) gs = gpu_to_host(&o->s.d);
+    gpu_same_bytes("atomic count", &o->count.h, gc.data, gpu_layout_bytes(&gc), 0);
     size_t xrow = moe_dtype_row_bytes(o->x.h.dtype, c->H), srow = c->fp8 ? (size_t)(c->ue8m0 ? c->H / 512 : c->H / 128) * 4 : 0;
     const int64_t *rr = (const int64_t *)o->range.h.data, *gr64 = (const int64_t *)gr.data;
     const int32_t *ri = (const int32_t *)o->info.h.data, *gii = (const int32_t *)gi.data;
@@ -564,7 +488,9 @@ static void ll_same_as_set(ll_outs *o, const ll_case *c)
 
 START_TEST(ll_dispatch_combine_matches)
 {
-    const ll_case *c = &ll_cases[_i];
+    ll_case cs = ll_cases[_i];
+    cs.Tmax = gpu_small_cap(cs.Tmax, 64), cs.T = gpu_small_cap(cs.T, 64); /* small mode: H kept */
+    const ll_case *c = &cs;
     int R = c->R, K = c->K;
     moe_deepep_ll_config cfg = {R, c->E, c->Tmax, c->fp8, c->round_scale, c->ue8m0};
     moe_tensor hid = rand_ids(R, c->T, K, c->E, c->neg1, 1, 300 + _i), hx = ll_x(c, 301 + _i);
@@ -588,7 +514,7 @@ START_TEST(ll_dispatch_combine_matches)
     moe_dtype yd = _i % 2 ? MOE_F32 : MOE_BF16;
     int64_t sy[4] = {R, E_loc, Tall, H}, sw[3] = {R, c->T, K}, so[3] = {R, c->T, H};
     /* only rows below each expert's count are read: the rest stay zero */
-    moe_tensor hy = hmk(yd, 4, sy), hw = rand_f32(3, sw, 311 + _i);
+    moe_tensor hy = gpu_hnew_sh(yd, 4, sy), hw = rand_f32(3, sw, 311 + _i);
     const int32_t *rc = (const int32_t *)o.count.h.data;
     int planted = 0;
     for (int e = 0; e < c->E; e++) {
@@ -599,7 +525,7 @@ START_TEST(ll_dispatch_combine_matches)
     in_pair(&y, &hy);
     in_pair(&w, &hw);
     out_pair(&out, yd, 3, so);
-    moe_tensor hinfo = fetch(&o.info.d), hrange = fetch(&o.range.d);
+    moe_tensor hinfo = gpu_to_host(&o.info.d), hrange = gpu_to_host(&o.range.d);
     in_pair(&info, &hinfo);
     in_pair(&range, &hrange);
     OK_BOTH(moe_ops_ref.deepep_ll_combine(&cfg, &y.h, &info.h, &range.h, &ids.h, &w.h, &out.h),
@@ -618,12 +544,12 @@ START_TEST(ll_dispatch_combine_matches)
     out2.h.owns = 0;
     {
         /* y in the atomic layout: each expert row moved with its (rank, token) */
-        moe_tensor ga = fetch(&o.info.d), gra = fetch(&o.range.d);
-        moe_tensor hy2 = hmk(yd, 4, sy);
+        moe_tensor ga = gpu_to_host(&o.info.d), gra = gpu_to_host(&o.range.d);
+        moe_tensor hy2 = gpu_hnew_sh(yd, 4, sy);
         size_t yrow = moe_dtype_row_bytes(yd, H);
         const int32_t *ri = (const int32_t *)hinfo.data, *ai = (const int32_t *)ga.data;
         const int64_t *rr = (const int64_t *)hrange.data, *ar = (const int64_t *)gra.data;
-        memset(hy2.data, 0, nbytes_of(&hy2));
+        memset(hy2.data, 0, gpu_layout_bytes(&hy2));
         for (int e = 0; e < c->E; e++)
             for (int r = 0; r < R; r++) {
                 int64_t n = (uint32_t)rr[e * R + r], rb = (int64_t)((uint64_t)rr[e * R + r] >> 32),
@@ -744,7 +670,9 @@ static const hep_case hep_cases[] = {
 
 START_TEST(hep_dispatch_combine_matches)
 {
-    const hep_case *c = &hep_cases[_i];
+    hep_case cs = hep_cases[_i];
+    cs.T = gpu_small_cap(cs.T, 64); /* small mode: 64 tokens a rank, H kept */
+    const hep_case *c = &cs;
     int R = c->R, E = c->E, E_loc = E / R, K = c->K;
     int64_t T = c->T, H = c->H;
     moe_tensor hid = rand_ids(R, T, K, E, 0, 1, 400 + _i);
@@ -863,25 +791,17 @@ START_TEST(hep_dispatch_combine_matches)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s)
 {
-    if (moe_cuda_backend_devices() < 1) {
-        printf("check_gpu_dispatch: no CUDA device; skipped\n");
-        return 77;
-    }
-    Suite *s = suite_create("gpu_dispatch");
-    TCase *tc = tcase_create("dispatch");
-    tcase_set_timeout(tc, 300);
+    TCase *tc = gpu_tcase(s, "dispatch", 300);
     tcase_add_loop_test(tc, deepep_layout_matches, 0, N_HT);
     tcase_add_loop_test(tc, deepep_dispatch_combine_matches, 0, N_HT);
     tcase_add_loop_test(tc, ll_dispatch_combine_matches, 0, N_LL);
     tcase_add_test(tc, ll_scales_core_matches_rule);
     tcase_add_loop_test(tc, hep_dispatch_combine_matches, 0, N_HEP);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context for the whole run */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int main(void)
+{
+    return gpu_test_main("check_gpu_dispatch", "gpu_dispatch", add_tests);
 }

@@ -9,25 +9,29 @@
 #include "moe/cuda_formats.h"
 #include "moe/rng.h"
 #include "test_util.h"
+#include "gpu_test_util.h"
 
-enum { NRAND = 1 << 22, NIN = 2 * 65536 + NRAND };
+/* small mode: 64K random patterns in place of 4M (every f16/bf16 value stays) */
+enum { NRAND_FULL = 1 << 22, NRAND_SMALL = 1 << 16 };
+static int NRAND = NRAND_FULL, NIN = 2 * 65536 + NRAND_FULL;
 static float *h_in;
 
 static void make_inputs(void)
 {
+    if (gpu_small()) NRAND = NRAND_SMALL, NIN = 2 * 65536 + NRAND_SMALL;
     h_in = (float *)malloc(NIN * sizeof(float));
     for (uint32_t c = 0; c < 65536; c++) {
         h_in[c] = moe_f16_to_f32((uint16_t)c);
         h_in[65536 + c] = moe_bf16_to_f32((uint16_t)c);
     }
     uint64_t st = moe_rng_stream_id("check_gpu_formats");
-    for (uint32_t i = 0; i < NRAND; i++) h_in[2 * 65536 + i] = tu_float(moe_rng_u32(5, st, i));
+    for (uint32_t i = 0; i < (uint32_t)NRAND; i++) h_in[2 * 65536 + i] = tu_float(moe_rng_u32(5, st, i));
 }
 
 START_TEST(encode_matches_reference)
 {
     const tu_target *t = &tu_targets[_i];
-    size_t bytes = moe_dtype_row_bytes(t->dtype, NIN);
+    size_t bytes = moe_dtype_row_bytes(t->dtype, (int64_t)NIN);
     float *d_in;
     void *d_out;
     ck_assert_int_eq(cudaMalloc(&d_in, NIN * sizeof(float)), cudaSuccess);
@@ -97,26 +101,16 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s)
 {
-    int n = 0;
-    if (moe_cuda_device_count(&n) != MOE_OK || n == 0) {
-        printf("check_gpu_formats: no CUDA device%s%s; skipped\n", *moe_last_error() ? ": " : "",
-               moe_last_error());
-        return 77;
-    }
     make_inputs();
-    Suite *s = suite_create("gpu_formats");
-    TCase *tc = tcase_create("conversions");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = gpu_tcase(s, "conversions", 120);
     tcase_add_loop_test(tc, encode_matches_reference, 0, TU_NTARGETS);
     tcase_add_loop_test(tc, decode_matches_reference, 0, TU_NTARGETS);
     tcase_add_test(tc, bad_arguments);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context for the whole run */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int main(void)
+{
+    return gpu_test_main("check_gpu_formats", "gpu_formats", add_tests);
 }

@@ -19,22 +19,7 @@
 #include "moe/ops.h"
 #include "moe/rng.h"
 #include "optimized/cuda/cuda.h"
-
-/* ---- host helpers ------------------------------------------------------------ */
-static moe_tensor h_new(moe_dtype d, int ndim, const int64_t *shape)
-{
-    moe_tensor t;
-    ck_assert_int_eq(moe_tensor_alloc(&t, d, ndim, shape), MOE_OK);
-    return t;
-}
-
-static moe_tensor to_dev(const moe_tensor *h)
-{
-    moe_tensor d;
-    ck_assert_int_eq(moe_cuda_alloc(&d, h->dtype, h->ndim, h->shape), MOE_OK);
-    ck_assert_msg(moe_cuda_copy(&d, h) == MOE_OK, "%s", moe_last_error());
-    return d;
-}
+#include "gpu_test_util.h"
 
 static float load(moe_dtype dt, const void *p, int64_t i)
 {
@@ -109,14 +94,14 @@ static problem make_problem(moe_scheme sc, int64_t P, int64_t E, int64_t N, int6
     ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_WEIGHT, &ws), MOE_OK);
     ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_ACT, &as), MOE_OK);
     int64_t ashape[2] = {P, K}, wshape[3] = {E, N, K};
-    moe_tensor af = h_new(MOE_F32, 2, ashape), wf = h_new(MOE_F32, 3, wshape);
+    moe_tensor af = gpu_hnew_sh(MOE_F32, 2, ashape), wf = gpu_hnew_sh(MOE_F32, 3, wshape);
     moe_tensor_fill_normal(&af, seed, 1, 0.0f, 1.0f);
     moe_tensor_fill_normal(&wf, seed, 2, 0.0f, 0.5f);
     const moe_quant_spec *sp[2] = {&as, &ws};
     moe_tensor *src[2] = {&af, &wf}, *q[2] = {&pb.a, &pb.w}, *s[2] = {&pb.asc, &pb.wsc}, *gl[2] = {&pb.ag, &pb.wg};
     for (int i = 0; i < 2; i++) {
         if (sp[i]->gran == MOE_GRAN_NONE) { /* a plain cast, RNE */
-            *q[i] = h_new(sp[i]->elem, src[i]->ndim, src[i]->shape);
+            *q[i] = gpu_hnew_sh(sp[i]->elem, src[i]->ndim, src[i]->shape);
             for (int64_t k = 0; k < moe_tensor_numel(src[i]); k++) {
                 float v = ((float *)src[i]->data)[k];
                 if (sp[i]->elem == MOE_F32) ((float *)q[i]->data)[k] = v;
@@ -132,10 +117,10 @@ static problem make_problem(moe_scheme sc, int64_t P, int64_t E, int64_t N, int6
     pb.has_asc = as.gran != MOE_GRAN_NONE, pb.has_wsc = ws.gran != MOE_GRAN_NONE;
     pb.has_ag = as.use_global_scale, pb.has_wg = ws.use_global_scale;
     int64_t rs[1] = {P}, bs[2] = {E, N};
-    pb.re = h_new(MOE_I32, 1, rs);
+    pb.re = gpu_hnew_sh(MOE_I32, 1, rs);
     if (P) memcpy(pb.re.data, rv, (size_t)P * 4);
     pb.has_bias = with_bias;
-    pb.bias = h_new(MOE_F32, 2, bs);
+    pb.bias = gpu_hnew_sh(MOE_F32, 2, bs);
     moe_tensor_fill_normal(&pb.bias, seed, 3, 0.0f, 1.0f);
     moe_tensor_free(&af), moe_tensor_free(&wf);
     return pb;
@@ -149,14 +134,14 @@ static void run_compare(const char *what, const problem *pb, moe_dtype out_dt)
     int have[8] = {1, pb->has_asc, pb->has_ag, 1, pb->has_wsc, pb->has_wg, 1, pb->has_bias};
     memset(d, 0, sizeof d);
     for (int i = 0; i < 8; i++)
-        if (have[i]) d[i] = to_dev(hs[i]);
+        if (have[i]) d[i] = gpu_to_dev(hs[i]);
     moe_tensor ht[8] = {pb->a, pb->asc, pb->ag, pb->w, pb->wsc, pb->wg, pb->re, pb->bias};
     moe_gemm_args hg = args_of(pb, ht), dg = args_of(pb, d);
     int64_t os[2] = {pb->a.shape[0], pb->w.shape[1]};
-    moe_tensor want = h_new(out_dt, 2, os), got = h_new(out_dt, 2, os), dout;
+    moe_tensor want = gpu_hnew_sh(out_dt, 2, os), got = gpu_hnew_sh(out_dt, 2, os), dout;
     /* garbage in out: the stages must write every byte the reference writes */
     memset(want.data, 0x5A, want.nbytes), memset(got.data, 0x5A, got.nbytes);
-    dout = to_dev(&got);
+    dout = gpu_to_dev(&got);
     ck_assert_msg(moe_ops_ref.grouped_gemm(&hg, &want) == MOE_OK, "%s: reference: %s", what, moe_last_error());
     ck_assert_msg(moe_cuda_grouped_gemm(&dg, &dout) == MOE_OK, "%s: gpu: %s", what, moe_last_error());
     ck_assert_int_eq(moe_cuda_synchronize(), MOE_OK);
@@ -312,6 +297,10 @@ static void pull(void *dst, const moe_tensor *d, size_t off, size_t n)
 
 static void large_case(moe_scheme sc, int64_t M, int topk, int64_t E, int64_t N, int64_t K, moe_dtype out_dt, int with_bias)
 {
+    /* small mode: 64 tokens, 16 experts, N 256, K 512 (every scheme's
+     * tiles already run in every_scheme; this keeps the large path's row
+     * selection and zero rows) */
+    M = gpu_small_cap(M, 64), E = gpu_small_cap(E, 16), N = gpu_small_cap(N, 256), K = gpu_small_cap(K, 512);
     moe_quant_spec ws, as;
     moe_scheme_spec(sc, MOE_OPERAND_WEIGHT, &ws);
     moe_scheme_spec(sc, MOE_OPERAND_ACT, &as);
@@ -345,7 +334,7 @@ static void large_case(moe_scheme sc, int64_t M, int topk, int64_t E, int64_t N,
     int64_t rs[1] = {P};
     moe_tensor hre;
     ck_assert_int_eq(moe_tensor_wrap(&hre, MOE_I32, 1, rs, rv, (size_t)P * 4, (moe_device){MOE_DEVICE_HOST, 0}), MOE_OK);
-    d[6] = to_dev(&hre);
+    d[6] = gpu_to_dev(&hre);
     ck_assert_int_eq(moe_cuda_alloc(&dout, out_dt, 2, os), MOE_OK);
     problem meta;
     memset(&meta, 0, sizeof meta);
@@ -401,11 +390,11 @@ static void large_case(moe_scheme sc, int64_t M, int topk, int64_t E, int64_t N,
     moe_quant_shapes(&ws, 3, swsh, &swd);
     moe_tensor h[8];
     memset(h, 0, sizeof h);
-    h[0] = h_new(sad.q_dtype, 2, sad.q_shape);
+    h[0] = gpu_hnew_sh(sad.q_dtype, 2, sad.q_shape);
     size_t rb = moe_dtype_row_bytes(sad.q_dtype, K);
     for (int64_t r = 0; r < nr; r++) pull((uint8_t *)h[0].data + r * rb, &d[0], (size_t)rows[r] * rb, rb);
     if (ad.has_scale) {
-        h[1] = h_new(sad.scale_dtype, sad.scale_ndim, sad.scale_shape);
+        h[1] = gpu_hnew_sh(sad.scale_dtype, sad.scale_ndim, sad.scale_shape);
         size_t es = moe_dtype_get(sad.scale_dtype)->bits / 8;
         if (as.gran == MOE_GRAN_TENSOR) {
             pull(h[1].data, &d[1], 0, h[1].nbytes);
@@ -422,12 +411,12 @@ static void large_case(moe_scheme sc, int64_t M, int topk, int64_t E, int64_t N,
             for (int64_t r = 0; r < nr; r++) pull((uint8_t *)h[1].data + r * srb, &d[1], (size_t)rows[r] * srb, srb);
         }
     }
-    if (ad.has_global) h[2] = h_new(MOE_F32, 1, sad.global_shape), pull(h[2].data, &d[2], 0, 4);
-    h[3] = h_new(swd.q_dtype, 3, swd.q_shape);
-    if (wd.has_scale) h[4] = h_new(swd.scale_dtype, swd.scale_ndim, swd.scale_shape);
-    if (wd.has_global) h[5] = h_new(MOE_F32, 1, swd.global_shape);
+    if (ad.has_global) h[2] = gpu_hnew_sh(MOE_F32, 1, sad.global_shape), pull(h[2].data, &d[2], 0, 4);
+    h[3] = gpu_hnew_sh(swd.q_dtype, 3, swd.q_shape);
+    if (wd.has_scale) h[4] = gpu_hnew_sh(swd.scale_dtype, swd.scale_ndim, swd.scale_shape);
+    if (wd.has_global) h[5] = gpu_hnew_sh(MOE_F32, 1, swd.global_shape);
     int64_t sbs[2] = {ne, N};
-    if (with_bias) h[7] = h_new(MOE_F32, 2, sbs);
+    if (with_bias) h[7] = gpu_hnew_sh(MOE_F32, 2, sbs);
     for (int64_t i = 0; i < ne; i++) {
         int idx[4] = {3, 4, 5, 7};
         for (int j = 0; j < 4; j++) {
@@ -445,7 +434,7 @@ static void large_case(moe_scheme sc, int64_t M, int topk, int64_t E, int64_t N,
     h[6] = hre2;
     moe_gemm_args hg = args_of(&meta, h);
     int64_t sos[2] = {nr, N};
-    moe_tensor want = h_new(out_dt, 2, sos), got = h_new(out_dt, 2, os);
+    moe_tensor want = gpu_hnew_sh(out_dt, 2, sos), got = gpu_hnew_sh(out_dt, 2, os);
     ck_assert_msg(moe_ops_ref.grouped_gemm(&hg, &want) == MOE_OK, "reference: %s", moe_last_error());
     size_t orb = (size_t)N * (out_dt == MOE_F32 ? 4 : 2);
     for (int64_t r = 0; r < nr; r++) pull((uint8_t *)got.data + rows[r] * orb, &dout, (size_t)rows[r] * orb, orb);
@@ -486,12 +475,7 @@ END_TEST
 static void same_error(const char *what, const moe_gemm_args *hg, moe_tensor *hout, const moe_gemm_args *dg,
                        moe_tensor *dout)
 {
-    char msg[512];
-    moe_status s1 = moe_ops_ref.grouped_gemm(hg, hout);
-    snprintf(msg, sizeof msg, "%s", moe_last_error());
-    moe_status s2 = moe_cuda_grouped_gemm(dg, dout);
-    ck_assert_msg(s1 != MOE_OK && s1 == s2, "%s: reference %d, gpu %d (%s)", what, s1, s2, moe_last_error());
-    ck_assert_msg(!strcmp(msg, moe_last_error()), "%s: reference '%s', gpu '%s'", what, msg, moe_last_error());
+    GPU_SAME_ERROR(what, moe_ops_ref.grouped_gemm(hg, hout), moe_cuda_grouped_gemm(dg, dout));
 }
 
 START_TEST(bad_arguments)
@@ -503,10 +487,10 @@ START_TEST(bad_arguments)
     int have[8] = {1, pb.has_asc, pb.has_ag, 1, pb.has_wsc, pb.has_wg, 1, 1};
     memset(d, 0, sizeof d);
     for (int i = 0; i < 8; i++)
-        if (have[i]) d[i] = to_dev(hs[i]);
+        if (have[i]) d[i] = gpu_to_dev(hs[i]);
     moe_tensor ht[8] = {pb.a, pb.asc, pb.ag, pb.w, pb.wsc, pb.wg, pb.re, pb.bias};
     int64_t os[2] = {6, 8};
-    moe_tensor hout = h_new(MOE_BF16, 2, os), dout;
+    moe_tensor hout = gpu_hnew_sh(MOE_BF16, 2, os), dout;
     ck_assert_int_eq(moe_cuda_alloc(&dout, MOE_BF16, 2, os), MOE_OK);
     moe_gemm_args hg = args_of(&pb, ht), dg = args_of(&pb, d);
 
@@ -523,13 +507,13 @@ START_TEST(bad_arguments)
     moe_tensor bad_re = pb.re;
     int32_t bv[6] = {0, 1, -1, 3, 0, 1};
     bad_re.data = bv, bad_re.owns = 0;
-    moe_tensor dbad = to_dev(&bad_re);
+    moe_tensor dbad = gpu_to_dev(&bad_re);
     hg.row_expert = &bad_re, dg.row_expert = &dbad;
     same_error("row_expert out of range", &hg, &hout, &dg, &dout);
     hg.row_expert = &ht[6], dg.row_expert = &d[6];
     /* wrong out shape */
     int64_t os2[2] = {6, 9};
-    moe_tensor hout2 = h_new(MOE_BF16, 2, os2), dout2;
+    moe_tensor hout2 = gpu_hnew_sh(MOE_BF16, 2, os2), dout2;
     ck_assert_int_eq(moe_cuda_alloc(&dout2, MOE_BF16, 2, os2), MOE_OK);
     same_error("out shape", &hg, &hout2, &dg, &dout2);
     /* a wrong scale shape (checked on the dequantization arguments) */
@@ -555,25 +539,17 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s)
 {
-    if (moe_cuda_backend_devices() < 1) {
-        printf("check_gpu_gemm: no CUDA device; skipped\n");
-        return 77;
-    }
-    Suite *s = suite_create("gpu_gemm");
-    TCase *tc = tcase_create("grouped_gemm");
-    tcase_set_timeout(tc, 300);
+    TCase *tc = gpu_tcase(s, "grouped_gemm", 300);
     tcase_add_loop_test(tc, every_scheme, 0, MOE_SCHEME_COUNT);
     tcase_add_test(tc, odd_shapes);
     tcase_add_test(tc, nonfinite_and_negative_zero);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, large_shapes);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context for the whole run */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int main(void)
+{
+    return gpu_test_main("check_gpu_gemm", "gpu_gemm", add_tests);
 }

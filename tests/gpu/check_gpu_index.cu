@@ -16,64 +16,21 @@
 #include "moe/ops.h"
 #include "moe/rng.h"
 #include "optimized/cuda/cuda.h"
+#include "gpu_test_util.h"
 
 #define CANARY 0x5EEDF00Du
 
-static uint64_t g_stream;
+/* small mode: token counts over 8192 become 9000 (still > 256 chunks of
+ * 256 pairs at topk 8: the chunk-scan loop), those over 1000 become 600
+ * (several blocks of the rank kernels) */
+static int64_t small_tokens(int64_t t) { return gpu_small() && t > 8192 ? 9000 : gpu_small() && t > 1000 ? 600 : t; }
 
-static moe_tensor host_t(moe_dtype dt, int ndim, int64_t d0, int64_t d1)
-{
-    moe_tensor t;
-    int64_t shape[2] = {d0, d1};
-    ck_assert_int_eq(moe_tensor_alloc(&t, dt, ndim, shape), MOE_OK);
-    return t;
-}
+static uint64_t g_stream;
 
 static void fill_canary(moe_tensor *t)
 {
     uint32_t *w = (uint32_t *)t->data;
     for (size_t i = 0; i < t->nbytes / 4; i++) w[i] = CANARY;
-}
-
-/* a device copy of host tensor h */
-static moe_tensor to_dev(const moe_tensor *h)
-{
-    moe_tensor d;
-    ck_assert_msg(moe_cuda_alloc(&d, h->dtype, h->ndim, h->shape) == MOE_OK, "%s", moe_last_error());
-    ck_assert_msg(moe_cuda_copy(&d, h) == MOE_OK, "%s", moe_last_error());
-    return d;
-}
-
-static moe_tensor to_host(const moe_tensor *d)
-{
-    moe_tensor h;
-    ck_assert_int_eq(moe_tensor_alloc(&h, d->dtype, d->ndim, d->shape), MOE_OK);
-    ck_assert_msg(moe_cuda_copy(&h, d) == MOE_OK, "%s", moe_last_error());
-    return h;
-}
-
-/* byte-identical, reported by the first differing 32-bit word */
-static void expect_same(const char *what, const moe_tensor *want, const moe_tensor *dev)
-{
-    moe_tensor got = to_host(dev);
-    ck_assert_uint_eq(got.nbytes, want->nbytes);
-    const uint32_t *a = (const uint32_t *)want->data, *b = (const uint32_t *)got.data;
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < want->nbytes / 4; i++)
-        if (a[i] != b[i] && bad++ == 0) first = i;
-    ck_assert_msg(bad == 0, "%s: %zu words differ, first word %zu: reference 0x%08x (%d), gpu 0x%08x (%d)", what,
-                  bad, first, a[first], (int)a[first], b[first], (int)b[first]);
-    moe_tensor_free(&got);
-}
-
-/* The GPU stage fails like the reference: same status, same message. */
-static void expect_same_error(const char *what, moe_status ref, const char *ref_msg, moe_status gpu)
-{
-    ck_assert_msg(ref != MOE_OK, "%s: the reference accepted the input", what);
-    ck_assert_msg(gpu == ref, "%s: gpu status %s, reference %s (%s)", what, moe_status_str(gpu), moe_status_str(ref),
-                  moe_last_error());
-    ck_assert_msg(strcmp(moe_last_error(), ref_msg) == 0, "%s: gpu message \"%s\", reference \"%s\"", what,
-                  moe_last_error(), ref_msg);
 }
 
 /* ---- align_block_size ---------------------------------------------------- */
@@ -104,7 +61,7 @@ typedef struct {
 static void align_make(const align_case *c, align_in *a)
 {
     memset(a, 0, sizeof *a);
-    a->ids = host_t(MOE_I32, 2, c->M, c->topk);
+    a->ids = gpu_hnew(MOE_I32, 2, c->M, c->topk);
     int32_t *ids = (int32_t *)a->ids.data;
     int64_t n = c->M * c->topk;
     if (c->pattern == 1)
@@ -117,16 +74,16 @@ static void align_make(const align_case *c, align_in *a)
     a->p.pad_sorted_ids = c->pad;
     if (c->map) {
         /* experts [E/4, E/2) are local, ids 0.. */
-        a->map = host_t(MOE_I32, 1, c->E, 0);
+        a->map = gpu_hnew(MOE_I32, 1, c->E, 0);
         int32_t *m = (int32_t *)a->map.data;
         for (int e = 0; e < c->E; e++) m[e] = e >= c->E / 4 && e < c->E / 2 ? e - c->E / 4 : -1;
         a->p.map_mode = c->map == 1 ? MOE_ALIGN_MAP_KEEP_NONLOCAL : MOE_ALIGN_MAP_IGNORE_INVALID;
     }
     int64_t len, blocks;
     ck_assert_int_eq(moe_align_capacity(n, &a->p, &len, &blocks), MOE_OK);
-    a->sorted = host_t(MOE_I32, 1, len + 5, 0); /* a little longer than needed: all of it is written */
-    a->eids = host_t(MOE_I32, 1, blocks + 3, 0);
-    a->ntpp = host_t(MOE_I32, 1, 1, 0);
+    a->sorted = gpu_hnew(MOE_I32, 1, len + 5, 0); /* a little longer than needed: all of it is written */
+    a->eids = gpu_hnew(MOE_I32, 1, blocks + 3, 0);
+    a->ntpp = gpu_hnew(MOE_I32, 1, 1, 0);
     fill_canary(&a->sorted), fill_canary(&a->eids), fill_canary(&a->ntpp);
 }
 
@@ -164,13 +121,15 @@ static void canonical_segments(const align_in *a, int32_t *sorted)
 
 START_TEST(align_block_size_matches)
 {
-    const align_case *c = &align_cases[_i];
+    align_case cs = align_cases[_i];
+    cs.M = small_tokens(cs.M);
+    const align_case *c = &cs;
     align_in a;
     align_make(c, &a);
-    moe_tensor d_ids = to_dev(&a.ids), d_map = moe_tensor(), d_s = to_dev(&a.sorted), d_e = to_dev(&a.eids),
-               d_n = to_dev(&a.ntpp);
+    moe_tensor d_ids = gpu_to_dev(&a.ids), d_map = moe_tensor(), d_s = gpu_to_dev(&a.sorted), d_e = gpu_to_dev(&a.eids),
+               d_n = gpu_to_dev(&a.ntpp);
     moe_align_params dp = a.p;
-    if (c->map) d_map = to_dev(&a.map), dp.expert_map = &d_map, a.p.expert_map = &a.map;
+    if (c->map) d_map = gpu_to_dev(&a.map), dp.expert_map = &d_map, a.p.expert_map = &a.map;
     ck_assert_msg(moe_ops_ref.align_block_size(&a.ids, &a.p, &a.sorted, &a.eids, &a.ntpp) == MOE_OK, "%s",
                   moe_last_error());
     char what[160];
@@ -181,13 +140,13 @@ START_TEST(align_block_size_matches)
                                : moe_cuda_align_block_size(&d_ids, &dp, &d_s, &d_e, &d_n);
         ck_assert_msg(st == MOE_OK, "%s: %s", what, moe_last_error());
         ck_assert_int_eq(moe_cuda_synchronize(), MOE_OK);
-        expect_same(what, &a.eids, &d_e);
-        expect_same(what, &a.ntpp, &d_n);
+        gpu_expect_same(what, &a.eids, &d_e, 0);
+        gpu_expect_same(what, &a.ntpp, &d_n, 0);
         if (!atomic) {
-            expect_same(what, &a.sorted, &d_s);
+            gpu_expect_same(what, &a.sorted, &d_s, 0);
         } else {
-            moe_tensor got = to_host(&d_s);
-            moe_tensor want = to_host(&d_s); /* a host copy with the reference's bytes */
+            moe_tensor got = gpu_to_host(&d_s);
+            moe_tensor want = gpu_to_host(&d_s); /* a host copy with the reference's bytes */
             memcpy(want.data, a.sorted.data, a.sorted.nbytes);
             canonical_segments(&a, (int32_t *)got.data);
             canonical_segments(&a, (int32_t *)want.data);
@@ -222,8 +181,8 @@ START_TEST(align_block_size_errors)
         case 4: hs.shape[0] = 10, what = "sorted_token_ids too short"; break;
         case 5: a.p.map_mode = (moe_align_map_mode)7, dp.map_mode = a.p.map_mode, what = "bad map_mode"; break;
         }
-        d_ids = to_dev(&a.ids), d_map = to_dev(&a.map), d_e = to_dev(&a.eids), d_n = to_dev(&a.ntpp);
-        d_s = to_dev(&a.sorted);
+        d_ids = gpu_to_dev(&a.ids), d_map = gpu_to_dev(&a.map), d_e = gpu_to_dev(&a.eids), d_n = gpu_to_dev(&a.ntpp);
+        d_s = gpu_to_dev(&a.sorted);
         moe_tensor d_s_view = d_s;
         d_s_view.shape[0] = hs.shape[0];
         dp.expert_map = &d_map;
@@ -232,7 +191,7 @@ START_TEST(align_block_size_errors)
         for (int atomic = 0; atomic < 2; atomic++) {
             moe_status gs = atomic ? moe_cuda_align_block_size_atomic(&d_ids, &dp, &d_s_view, &d_e, &d_n)
                                    : moe_cuda_align_block_size(&d_ids, &dp, &d_s_view, &d_e, &d_n);
-            expect_same_error(what, rs, ref_msg, gs);
+            gpu_expect_same_error(what, rs, ref_msg, gs);
         }
         moe_cuda_free(&d_ids), moe_cuda_free(&d_map), moe_cuda_free(&d_s), moe_cuda_free(&d_e), moe_cuda_free(&d_n);
         align_free(&a);
@@ -240,10 +199,10 @@ START_TEST(align_block_size_errors)
     /* host memory where device memory is required */
     align_in a;
     align_make(&c, &a);
-    moe_tensor d_s = to_dev(&a.sorted), d_e = to_dev(&a.eids), d_n = to_dev(&a.ntpp);
+    moe_tensor d_s = gpu_to_dev(&a.sorted), d_e = gpu_to_dev(&a.eids), d_n = gpu_to_dev(&a.ntpp);
     ck_assert_int_eq(moe_cuda_align_block_size(&a.ids, &a.p, &d_s, &d_e, &d_n), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "topk_ids"));
-    moe_tensor d_ids = to_dev(&a.ids);
+    moe_tensor d_ids = gpu_to_dev(&a.ids);
     ck_assert_int_eq(moe_cuda_align_block_size_atomic(&d_ids, &a.p, &d_s, &a.eids, &d_n), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "expert_ids"));
     a.p.expert_map = &a.map;
@@ -251,7 +210,7 @@ START_TEST(align_block_size_errors)
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "expert_map"));
     moe_status rs = moe_ops_ref.align_block_size(&a.ids, NULL, &a.sorted, &a.eids, &a.ntpp);
     snprintf(ref_msg, sizeof ref_msg, "%s", moe_last_error());
-    expect_same_error("params NULL", rs, ref_msg, moe_cuda_align_block_size(&d_ids, NULL, &d_s, &d_e, &d_n));
+    gpu_expect_same_error("params NULL", rs, ref_msg, moe_cuda_align_block_size(&d_ids, NULL, &d_s, &d_e, &d_n));
     moe_cuda_free(&d_ids), moe_cuda_free(&d_s), moe_cuda_free(&d_e), moe_cuda_free(&d_n);
     align_free(&a);
 }
@@ -271,8 +230,10 @@ enum { N_BATCHED = sizeof batched_cases / sizeof batched_cases[0] };
 
 START_TEST(align_batched_matches)
 {
-    const batched_case *c = &batched_cases[_i];
-    moe_tensor n = host_t(MOE_I32, 1, c->B, 0);
+    batched_case cs = batched_cases[_i];
+    cs.max_tokens = (int)gpu_small_cap(cs.max_tokens, 1024);
+    const batched_case *c = &cs;
+    moe_tensor n = gpu_hnew(MOE_I32, 1, c->B, 0);
     int32_t *nv = (int32_t *)n.data;
     for (int b = 0; b < c->B; b++) {
         uint32_t r = moe_rng_u32(21, g_stream + 1, (uint64_t)_i << 32 | (uint32_t)b);
@@ -280,17 +241,17 @@ START_TEST(align_batched_matches)
         if (c->pattern == 0 && b % 5 == 1) nv[b] = 0; /* empty batches among the others */
     }
     int64_t per = (c->max_tokens + c->bs - 1) / c->bs * c->bs, len = (int64_t)c->B * per;
-    moe_tensor s = host_t(MOE_I32, 1, len + 3, 0), e = host_t(MOE_I32, 1, len / c->bs + 2, 0),
-               p = host_t(MOE_I32, 1, 1, 0);
+    moe_tensor s = gpu_hnew(MOE_I32, 1, len + 3, 0), e = gpu_hnew(MOE_I32, 1, len / c->bs + 2, 0),
+               p = gpu_hnew(MOE_I32, 1, 1, 0);
     fill_canary(&s), fill_canary(&e), fill_canary(&p);
-    moe_tensor dn = to_dev(&n), ds = to_dev(&s), de = to_dev(&e), dp = to_dev(&p);
+    moe_tensor dn = gpu_to_dev(&n), ds = gpu_to_dev(&s), de = gpu_to_dev(&e), dp = gpu_to_dev(&p);
     ck_assert_msg(moe_ops_ref.align_batched(&n, c->max_tokens, c->bs, &s, &e, &p) == MOE_OK, "%s", moe_last_error());
     ck_assert_msg(moe_cuda_align_batched(&dn, c->max_tokens, c->bs, &ds, &de, &dp) == MOE_OK, "%s", moe_last_error());
     char what[128];
     snprintf(what, sizeof what, "align_batched case %d (B=%d max=%d bs=%d)", _i, c->B, c->max_tokens, c->bs);
-    expect_same(what, &s, &ds);
-    expect_same(what, &e, &de);
-    expect_same(what, &p, &dp);
+    gpu_expect_same(what, &s, &ds, 0);
+    gpu_expect_same(what, &e, &de, 0);
+    gpu_expect_same(what, &p, &dp, 0);
     moe_cuda_free(&dn), moe_cuda_free(&ds), moe_cuda_free(&de), moe_cuda_free(&dp);
     moe_tensor_free(&n), moe_tensor_free(&s), moe_tensor_free(&e), moe_tensor_free(&p);
 }
@@ -298,11 +259,11 @@ END_TEST
 
 START_TEST(align_batched_errors)
 {
-    moe_tensor n = host_t(MOE_I32, 1, 4, 0);
+    moe_tensor n = gpu_hnew(MOE_I32, 1, 4, 0);
     int32_t nv[4] = {1, 9, 2, 0};
     memcpy(n.data, nv, sizeof nv);
-    moe_tensor s = host_t(MOE_I32, 1, 32, 0), e = host_t(MOE_I32, 1, 8, 0), p = host_t(MOE_I32, 1, 1, 0);
-    moe_tensor dn = to_dev(&n), ds = to_dev(&s), de = to_dev(&e), dp = to_dev(&p);
+    moe_tensor s = gpu_hnew(MOE_I32, 1, 32, 0), e = gpu_hnew(MOE_I32, 1, 8, 0), p = gpu_hnew(MOE_I32, 1, 1, 0);
+    moe_tensor dn = gpu_to_dev(&n), ds = gpu_to_dev(&s), de = gpu_to_dev(&e), dp = gpu_to_dev(&p);
     char ref_msg[512];
     struct {
         int max_tokens, bs;
@@ -311,7 +272,7 @@ START_TEST(align_batched_errors)
     for (int i = 0; i < 4; i++) {
         moe_status rs = moe_ops_ref.align_batched(&n, v[i].max_tokens, v[i].bs, &s, &e, &p);
         snprintf(ref_msg, sizeof ref_msg, "%s", moe_last_error());
-        expect_same_error(v[i].what, rs, ref_msg, moe_cuda_align_batched(&dn, v[i].max_tokens, v[i].bs, &ds, &de, &dp));
+        gpu_expect_same_error(v[i].what, rs, ref_msg, moe_cuda_align_batched(&dn, v[i].max_tokens, v[i].bs, &ds, &de, &dp));
     }
     ck_assert_int_eq(moe_cuda_align_batched(&n, 9, 4, &ds, &de, &dp), MOE_ERR_INVALID_ARG);
     ck_assert_int_eq(moe_cuda_align_batched(&dn, 9, 4, &ds, &de, &p), MOE_ERR_INVALID_ARG);
@@ -346,8 +307,8 @@ typedef struct {
 static void sort_make(const sort_case *c, int idx, sort_in *a)
 {
     memset(a, 0, sizeof *a);
-    a->ids = host_t(MOE_I32, 2, c->T, c->topk);
-    a->w = host_t(MOE_F32, 2, c->T, c->topk);
+    a->ids = gpu_hnew(MOE_I32, 2, c->T, c->topk);
+    a->w = gpu_hnew(MOE_F32, 2, c->T, c->topk);
     int64_t n = c->T * c->topk;
     if (n) {
         ck_assert_int_eq(moe_rng_topk_ids((int32_t *)a->ids.data, c->T, c->topk, c->E, 31, g_stream + 2 + (uint64_t)idx,
@@ -363,17 +324,17 @@ static void sort_make(const sort_case *c, int idx, sort_in *a)
     a->p.id_mode = c->plain ? MOE_SORT_CK_PLAIN_ID : MOE_SORT_CK_MOCK_ID;
     a->p.empty_experts = c->one_tile ? MOE_SORT_CK_ONE_TILE_PER_EMPTY : MOE_SORT_CK_SKIP_EMPTY;
     if (c->mask) {
-        a->mask = host_t(MOE_I32, 1, c->E, 0);
+        a->mask = gpu_hnew(MOE_I32, 1, c->E, 0);
         int32_t *m = (int32_t *)a->mask.data;
         for (int e = 0; e < c->E; e++) m[e] = c->mask == 1 ? e % 3 != 1 : c->mask == 2 ? 0 : e == c->E / 2;
     }
     int64_t len, tiles;
     ck_assert_int_eq(moe_sort_ck_capacity(c->T, c->topk, c->E, c->unit, MOE_SORT_CK_PAD_UPDATED, &len, &tiles), MOE_OK);
     len += (int64_t)c->E * c->unit; /* room for one-tile mode at T = 0 too */
-    a->s = host_t(MOE_I32, 1, len, 0);
-    a->sw = host_t(MOE_F32, 1, len, 0);
-    a->se = host_t(MOE_I32, 1, (len + c->unit - 1) / c->unit, 0);
-    a->np = host_t(MOE_I32, 1, 2, 0);
+    a->s = gpu_hnew(MOE_I32, 1, len, 0);
+    a->sw = gpu_hnew(MOE_F32, 1, len, 0);
+    a->se = gpu_hnew(MOE_I32, 1, (len + c->unit - 1) / c->unit, 0);
+    a->np = gpu_hnew(MOE_I32, 1, 2, 0);
     fill_canary(&a->s), fill_canary(&a->sw), fill_canary(&a->se), fill_canary(&a->np);
 }
 
@@ -391,10 +352,10 @@ typedef struct {
 static void sort_to_dev(const sort_in *a, sort_dev *d)
 {
     memset(d, 0, sizeof *d);
-    d->ids = to_dev(&a->ids), d->w = to_dev(&a->w), d->s = to_dev(&a->s), d->sw = to_dev(&a->sw);
-    d->se = to_dev(&a->se), d->np = to_dev(&a->np);
+    d->ids = gpu_to_dev(&a->ids), d->w = gpu_to_dev(&a->w), d->s = gpu_to_dev(&a->s), d->sw = gpu_to_dev(&a->sw);
+    d->se = gpu_to_dev(&a->se), d->np = gpu_to_dev(&a->np);
     d->p = a->p;
-    if (a->mask.data) d->mask = to_dev(&a->mask), d->p.local_expert_mask = &d->mask;
+    if (a->mask.data) d->mask = gpu_to_dev(&a->mask), d->p.local_expert_mask = &d->mask;
 }
 
 static void sort_dev_free(sort_dev *d)
@@ -405,7 +366,9 @@ static void sort_dev_free(sort_dev *d)
 
 START_TEST(sort_ck_matches)
 {
-    const sort_case *c = &sort_cases[_i];
+    sort_case cs = sort_cases[_i];
+    cs.T = small_tokens(cs.T);
+    const sort_case *c = &cs;
     sort_in a;
     sort_make(c, _i, &a);
     sort_dev d;
@@ -416,10 +379,10 @@ START_TEST(sort_ck_matches)
     char what[160];
     snprintf(what, sizeof what, "sort_ck case %d (T=%lld topk=%d E=%d unit=%d plain=%d one_tile=%d mask=%d)", _i,
              (long long)c->T, c->topk, c->E, c->unit, c->plain, c->one_tile, c->mask);
-    expect_same(what, &a.s, &d.s);
-    expect_same(what, &a.sw, &d.sw);
-    expect_same(what, &a.se, &d.se);
-    expect_same(what, &a.np, &d.np);
+    gpu_expect_same(what, &a.s, &d.s, 0);
+    gpu_expect_same(what, &a.sw, &d.sw, 0);
+    gpu_expect_same(what, &a.se, &d.se, 0);
+    gpu_expect_same(what, &a.np, &d.np, 0);
     sort_dev_free(&d);
     sort_free(&a);
 }
@@ -455,12 +418,12 @@ START_TEST(sort_ck_errors)
         moe_status rs = moe_ops_ref.sort_ck(&a.ids, &a.w, &a.p, &hs, &hsw, &a.se, &a.np);
         snprintf(ref_msg, sizeof ref_msg, "%s", moe_last_error());
         moe_status gs = moe_cuda_sort_ck(&d.ids, &d.w, &d.p, &ds, &dsw, &d.se, &d.np);
-        expect_same_error(what, rs, ref_msg, gs);
+        gpu_expect_same_error(what, rs, ref_msg, gs);
         /* nothing written on error: the canaries are intact */
-        expect_same(what, &a.s, &d.s);
-        expect_same(what, &a.sw, &d.sw);
-        expect_same(what, &a.se, &d.se);
-        expect_same(what, &a.np, &d.np);
+        gpu_expect_same(what, &a.s, &d.s, 0);
+        gpu_expect_same(what, &a.sw, &d.sw, 0);
+        gpu_expect_same(what, &a.se, &d.se, 0);
+        gpu_expect_same(what, &a.np, &d.np, 0);
         sort_dev_free(&d);
         sort_free(&a);
     }
@@ -478,7 +441,7 @@ START_TEST(sort_ck_errors)
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "num_tokens_post_padded"));
     moe_status rs = moe_ops_ref.sort_ck(&a.ids, &a.w, NULL, &a.s, &a.sw, &a.se, &a.np);
     snprintf(ref_msg, sizeof ref_msg, "%s", moe_last_error());
-    expect_same_error("params NULL", rs, ref_msg, moe_cuda_sort_ck(&d.ids, &d.w, NULL, &d.s, &d.sw, &d.se, &d.np));
+    gpu_expect_same_error("params NULL", rs, ref_msg, moe_cuda_sort_ck(&d.ids, &d.w, NULL, &d.s, &d.sw, &d.se, &d.np));
     sort_dev_free(&d);
     sort_free(&a);
 }
@@ -507,9 +470,11 @@ enum { N_MAPS = sizeof maps_cases / sizeof maps_cases[0] };
 
 START_TEST(maps_trtllm_matches)
 {
-    const maps_case *c = &maps_cases[_i];
+    maps_case cs = maps_cases[_i];
+    cs.T = small_tokens(cs.T);
+    const maps_case *c = &cs;
     int64_t n = c->T * c->k;
-    moe_tensor ids = host_t(MOE_I32, 2, c->T, c->k);
+    moe_tensor ids = gpu_hnew(MOE_I32, 2, c->T, c->k);
     int32_t *iv = (int32_t *)ids.data;
     if (n) {
         ck_assert_int_eq(moe_rng_topk_ids(iv, c->T, c->k, c->E, 41, g_stream + 3 + (uint64_t)_i, (unsigned)c->neg,
@@ -519,11 +484,11 @@ START_TEST(maps_trtllm_matches)
             for (int64_t i = 13; i < n; i += 997) iv[i] = c->E + (int32_t)(i % 7); /* other ranks' ids past E */
     }
     moe_maps_trtllm_params p = {(moe_maps_trtllm_variant)c->variant, c->E, c->start, c->El};
-    moe_tensor perm = host_t(MOE_I32, 1, n, 0), inv = host_t(MOE_I32, 1, n, 0), off = host_t(MOE_I64, 1, c->El + 1, 0),
-               ptse = host_t(MOE_I32, 1, n, 0);
+    moe_tensor perm = gpu_hnew(MOE_I32, 1, n, 0), inv = gpu_hnew(MOE_I32, 1, n, 0), off = gpu_hnew(MOE_I64, 1, c->El + 1, 0),
+               ptse = gpu_hnew(MOE_I32, 1, n, 0);
     fill_canary(&perm), fill_canary(&inv), fill_canary(&off), fill_canary(&ptse);
-    moe_tensor d_ids = to_dev(&ids), d_perm = to_dev(&perm), d_inv = to_dev(&inv), d_off = to_dev(&off),
-               d_ptse = to_dev(&ptse);
+    moe_tensor d_ids = gpu_to_dev(&ids), d_perm = gpu_to_dev(&perm), d_inv = gpu_to_dev(&inv), d_off = gpu_to_dev(&off),
+               d_ptse = gpu_to_dev(&ptse);
     ck_assert_msg(moe_ops_ref.maps_trtllm(&ids, &p, &perm, &inv, &off, c->ptse ? &ptse : NULL) == MOE_OK, "%s",
                   moe_last_error());
     ck_assert_msg(moe_cuda_maps_trtllm(&d_ids, &p, &d_perm, &d_inv, &d_off, c->ptse ? &d_ptse : NULL) == MOE_OK, "%s",
@@ -531,10 +496,10 @@ START_TEST(maps_trtllm_matches)
     char what[160];
     snprintf(what, sizeof what, "maps_trtllm case %d (T=%lld k=%d E=%d start=%d El=%d %s dups=%d)", _i,
              (long long)c->T, c->k, c->E, c->start, c->El, c->variant ? "three-step" : "fused", c->dups);
-    expect_same(what, &perm, &d_perm);
-    expect_same(what, &inv, &d_inv);
-    expect_same(what, &off, &d_off);
-    expect_same(what, &ptse, &d_ptse);
+    gpu_expect_same(what, &perm, &d_perm, 0);
+    gpu_expect_same(what, &inv, &d_inv, 0);
+    gpu_expect_same(what, &off, &d_off, 0);
+    gpu_expect_same(what, &ptse, &d_ptse, 0);
     moe_cuda_free(&d_ids), moe_cuda_free(&d_perm), moe_cuda_free(&d_inv), moe_cuda_free(&d_off);
     moe_cuda_free(&d_ptse);
     moe_tensor_free(&ids), moe_tensor_free(&perm), moe_tensor_free(&inv), moe_tensor_free(&off);
@@ -544,12 +509,12 @@ END_TEST
 
 START_TEST(maps_trtllm_errors)
 {
-    moe_tensor ids = host_t(MOE_I32, 2, 16, 4);
+    moe_tensor ids = gpu_hnew(MOE_I32, 2, 16, 4);
     ck_assert_int_eq(moe_rng_topk_ids((int32_t *)ids.data, 16, 4, 32, 5, g_stream + 4, 0, 1), MOE_OK);
-    moe_tensor perm = host_t(MOE_I32, 1, 64, 0), inv = host_t(MOE_I32, 1, 64, 0), off = host_t(MOE_I64, 1, 9, 0),
-               shortp = host_t(MOE_I32, 1, 63, 0);
-    moe_tensor d_ids = to_dev(&ids), d_perm = to_dev(&perm), d_inv = to_dev(&inv), d_off = to_dev(&off),
-               d_short = to_dev(&shortp);
+    moe_tensor perm = gpu_hnew(MOE_I32, 1, 64, 0), inv = gpu_hnew(MOE_I32, 1, 64, 0), off = gpu_hnew(MOE_I64, 1, 9, 0),
+               shortp = gpu_hnew(MOE_I32, 1, 63, 0);
+    moe_tensor d_ids = gpu_to_dev(&ids), d_perm = gpu_to_dev(&perm), d_inv = gpu_to_dev(&inv), d_off = gpu_to_dev(&off),
+               d_short = gpu_to_dev(&shortp);
     char ref_msg[512];
     struct {
         moe_maps_trtllm_params p;
@@ -564,11 +529,11 @@ START_TEST(maps_trtllm_errors)
         moe_status rs = moe_ops_ref.maps_trtllm(&ids, &v[i].p, v[i].use_short ? &shortp : &perm, &inv, &off, NULL);
         snprintf(ref_msg, sizeof ref_msg, "%s", moe_last_error());
         moe_status gs = moe_cuda_maps_trtllm(&d_ids, &v[i].p, v[i].use_short ? &d_short : &d_perm, &d_inv, &d_off, NULL);
-        expect_same_error(v[i].what, rs, ref_msg, gs);
+        gpu_expect_same_error(v[i].what, rs, ref_msg, gs);
     }
     moe_status rs = moe_ops_ref.maps_trtllm(&ids, NULL, &perm, &inv, &off, NULL);
     snprintf(ref_msg, sizeof ref_msg, "%s", moe_last_error());
-    expect_same_error("params NULL", rs, ref_msg, moe_cuda_maps_trtllm(&d_ids, NULL, &d_perm, &d_inv, &d_off, NULL));
+    gpu_expect_same_error("params NULL", rs, ref_msg, moe_cuda_maps_trtllm(&d_ids, NULL, &d_perm, &d_inv, &d_off, NULL));
     moe_maps_trtllm_params ok = {MOE_MAPS_TRTLLM_FUSED_SINGLE_BLOCK, 32, 0, 8};
     ck_assert_int_eq(moe_cuda_maps_trtllm(&ids, &ok, &d_perm, &d_inv, &d_off, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_int_eq(moe_cuda_maps_trtllm(&d_ids, &ok, &d_perm, &d_inv, &off, NULL), MOE_ERR_INVALID_ARG);
@@ -580,16 +545,10 @@ START_TEST(maps_trtllm_errors)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s)
 {
-    if (moe_cuda_backend_devices() < 1) {
-        printf("check_gpu_index: no CUDA device; skipped\n");
-        return 77;
-    }
     g_stream = moe_rng_stream_id("check_gpu_index");
-    Suite *s = suite_create("gpu_index");
-    TCase *tc = tcase_create("index");
-    tcase_set_timeout(tc, 120);
+    TCase *tc = gpu_tcase(s, "index", 120);
     tcase_add_loop_test(tc, align_block_size_matches, 0, N_ALIGN);
     tcase_add_test(tc, align_block_size_errors);
     tcase_add_loop_test(tc, align_batched_matches, 0, N_BATCHED);
@@ -598,11 +557,9 @@ int main(void)
     tcase_add_test(tc, sort_ck_errors);
     tcase_add_loop_test(tc, maps_trtllm_matches, 0, N_MAPS);
     tcase_add_test(tc, maps_trtllm_errors);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context for the whole run */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+}
+
+int main(void)
+{
+    return gpu_test_main("check_gpu_index", "gpu_index", add_tests);
 }

@@ -19,6 +19,7 @@
 #include "moe/rng.h"
 #include "optimized/cuda/cuda.h"
 #include "reference/elem.h"
+#include "gpu_test_util.h"
 
 /* ---- helpers -------------------------------------------------------------------- */
 
@@ -27,46 +28,6 @@
         moe_status s_ = (call);                                                                                 \
         ck_assert_msg(s_ == MOE_OK, "%s: %d %s", #call, (int)s_, moe_last_error());                            \
     } while (0)
-
-static moe_tensor hnew(moe_dtype d, int nd, int64_t a, int64_t b = 1, int64_t c = 1, int64_t e = 1)
-{
-    int64_t sh[4] = {a, b, c, e};
-    moe_tensor t;
-    OK(moe_tensor_alloc(&t, d, nd, sh));
-    return t;
-}
-
-static moe_tensor dnew(moe_dtype d, int nd, int64_t a, int64_t b = 1, int64_t c = 1, int64_t e = 1)
-{
-    int64_t sh[4] = {a, b, c, e};
-    moe_tensor t;
-    OK(moe_cuda_alloc(&t, d, nd, sh));
-    return t;
-}
-
-static size_t layout_bytes(const moe_tensor *t)
-{
-    size_t nb = 0;
-    OK(moe_tensor_layout(t->dtype, t->ndim, t->shape, &nb));
-    return nb;
-}
-
-/* device copy of a host tensor (or a device tensor of the same shape) */
-static moe_tensor dcopy(const moe_tensor *h)
-{
-    moe_tensor d;
-    OK(moe_cuda_alloc(&d, h->dtype, h->ndim, h->shape));
-    OK(moe_cuda_copy(&d, h));
-    return d;
-}
-
-static moe_tensor fetch(const moe_tensor *d)
-{
-    moe_tensor h;
-    OK(moe_tensor_alloc(&h, d->dtype, d->ndim, d->shape));
-    OK(moe_cuda_copy(&h, d));
-    return h;
-}
 
 static uint64_t mix(uint64_t *s)
 {
@@ -80,7 +41,7 @@ static uint64_t mix(uint64_t *s)
 static void fill_bytes(moe_tensor *t, uint64_t seed)
 {
     uint64_t s = seed * 0x100000001B3ull + 1;
-    size_t nb = layout_bytes(t), i = 0;
+    size_t nb = gpu_layout_bytes(t), i = 0;
     uint8_t *p = (uint8_t *)t->data;
     for (; i + 8 <= nb; i += 8) {
         uint64_t v = mix(&s);
@@ -108,76 +69,11 @@ static void fill_weights(float *w, int64_t n, uint64_t seed)
     for (int64_t i = 0; i < n; i++) w[i] = (float)(mix(&s) >> 40) * 0x1p-24f;
 }
 
-static int is_nan_elem(moe_dtype d, const void *p, int64_t i)
-{
-    float v = moe_s_load(d, p, i);
-    return v != v;
-}
-
-/* want (host) equals got (device), byte for byte; nan_class: a storage
- * dtype's NaNs compare by class only (payloads may differ GPU vs CPU) */
-static void expect_same(const moe_tensor *want, const moe_tensor *got_dev, const char *what, int nan_class = 0)
-{
-    moe_tensor got = fetch(got_dev);
-    size_t nb = layout_bytes(want);
-    ck_assert_uint_eq(nb, layout_bytes(&got));
-    const uint8_t *a = (const uint8_t *)want->data, *b = (const uint8_t *)got.data;
-    if (memcmp(a, b, nb)) {
-        const moe_dtype_info *di = moe_dtype_get(want->dtype);
-        size_t es = di->bits >= 8 ? (size_t)di->bits / 8 : 1;
-        int64_t bad = -1, nbad = 0;
-        for (size_t i = 0; i < nb / es; i++) {
-            if (!memcmp(a + i * es, b + i * es, es)) continue;
-            if (nan_class && moe_s_is_storage(want->dtype) && is_nan_elem(want->dtype, a, (int64_t)i) &&
-                is_nan_elem(want->dtype, b, (int64_t)i))
-                continue;
-            if (nbad++ == 0) bad = (int64_t)i;
-        }
-        if (nbad) {
-            uint64_t va = 0, vb = 0;
-            memcpy(&va, a + bad * es, es), memcpy(&vb, b + bad * es, es);
-            char fa[64] = "", fb[64] = "";
-            if (moe_s_is_storage(want->dtype)) {
-                snprintf(fa, sizeof fa, " (%a)", (double)moe_s_load(want->dtype, a, bad));
-                snprintf(fb, sizeof fb, " (%a)", (double)moe_s_load(want->dtype, b, bad));
-            }
-            moe_tensor_free(&got);
-            ck_abort_msg("%s: %lld elements differ, first at %lld: reference %#llx%s, gpu %#llx%s", what,
-                         (long long)nbad, (long long)bad, (unsigned long long)va, fa, (unsigned long long)vb, fb);
-        }
-    }
-    moe_tensor_free(&got);
-}
-
-/* the GPU refuses with the reference's status and message */
-static void expect_same_error(moe_status ref_st, moe_status gpu_st, const char *ref_msg, const char *what)
-{
-    ck_assert_msg(ref_st != MOE_OK, "%s: the reference accepted it", what);
-    ck_assert_msg(gpu_st == ref_st, "%s: status %d, the reference %d (%s)", what, (int)gpu_st, (int)ref_st, ref_msg);
-    ck_assert_msg(!strcmp(moe_last_error(), ref_msg), "%s: message '%s', the reference '%s'", what, moe_last_error(),
-                  ref_msg);
-}
-
 static char ref_msg[1024];
 static void save_msg(void) { snprintf(ref_msg, sizeof ref_msg, "%s", moe_last_error()); }
 
 /* the reference call first, its message saved, then the GPU call */
-#define SAME_ERR(refcall, gpucall, what)                                                                        \
-    do {                                                                                                        \
-        moe_status rs_ = (refcall);                                                                             \
-        save_msg();                                                                                             \
-        moe_status gs_ = (gpucall);                                                                             \
-        expect_same_error(rs_, gs_, ref_msg, what);                                                             \
-    } while (0)
-
-static void dfree(int n, moe_tensor *t)
-{
-    for (int i = 0; i < n; i++) moe_cuda_free(&t[i]);
-}
-static void hfree(int n, moe_tensor *t)
-{
-    for (int i = 0; i < n; i++) moe_tensor_free(&t[i]);
-}
+#define SAME_ERR(refcall, gpucall, what) GPU_SAME_ERROR(what, refcall, gpucall)
 
 /* Fisher-Yates permutation of [0, n) */
 static void perm(int32_t *p, int64_t n, uint64_t seed)
@@ -205,10 +101,18 @@ static const rows_case rows_cases[] = {
 };
 #define N_ROWS_CASES ((int)(sizeof rows_cases / sizeof rows_cases[0]))
 
+/* small mode: T <= 512, P <= 2048, H <= 512 (still many blocks) */
+static rows_case rows_case_of(int i)
+{
+    rows_case c = rows_cases[i];
+    c.T = gpu_small_cap(c.T, 512), c.P = gpu_small_cap(c.P, 2048), c.H = gpu_small_cap(c.H, 512);
+    return c;
+}
+
 START_TEST(permute_rows_matches)
 {
-    const rows_case *c = &rows_cases[_i];
-    moe_tensor x = hnew(c->d, 2, c->T, c->H), src = hnew(MOE_I32, 1, c->P), out = hnew(c->d, 2, c->P, c->H);
+    const rows_case cs = rows_case_of(_i), *c = &cs;
+    moe_tensor x = gpu_hnew(c->d, 2, c->T, c->H), src = gpu_hnew(MOE_I32, 1, c->P), out = gpu_hnew(c->d, 2, c->P, c->H);
     fill_bytes(&x, 100 + _i);
     uint64_t s = 200 + _i;
     for (int64_t p = 0; p < c->P; p++) {
@@ -216,65 +120,65 @@ START_TEST(permute_rows_matches)
         ((int32_t *)src.data)[p] = r % 10 == 0 ? -1 : (int32_t)((r >> 8) % (uint64_t)c->T);
     }
     OK(moe_ref_permute_rows(&x, &src, &out));
-    moe_tensor dx = dcopy(&x), ds = dcopy(&src), junk = hnew(c->d, 2, c->P, c->H);
+    moe_tensor dx = gpu_to_dev(&x), ds = gpu_to_dev(&src), junk = gpu_hnew(c->d, 2, c->P, c->H);
     fill_bytes(&junk, 2);
-    moe_tensor dout = dcopy(&junk); /* zero rows must be written, not left */
+    moe_tensor dout = gpu_to_dev(&junk); /* zero rows must be written, not left */
     moe_tensor_free(&junk);
     OK(moe_cuda_permute_rows(&dx, &ds, &dout));
-    expect_same(&out, &dout, "permute_rows out");
+    gpu_expect_same("permute_rows out", &out, &dout, 0);
     moe_tensor d[3] = {dx, ds, dout}, h[3] = {x, src, out};
-    dfree(3, d), hfree(3, h);
+    gpu_dfree(3, d), gpu_hfree(3, h);
 }
 END_TEST
 
 START_TEST(unpermute_rows_matches)
 {
-    const rows_case *c = &rows_cases[_i];
+    const rows_case cs = rows_case_of(_i), *c = &cs;
     /* P rows scattered into T >= P rows, a tenth dropped (-1) */
     int64_t P = c->T < c->P ? c->T : c->P, T = c->P > c->T ? c->P : c->T;
-    moe_tensor y = hnew(c->d, 2, P, c->H), dst = hnew(MOE_I32, 1, P), out = hnew(c->d, 2, T, c->H);
+    moe_tensor y = gpu_hnew(c->d, 2, P, c->H), dst = gpu_hnew(MOE_I32, 1, P), out = gpu_hnew(c->d, 2, T, c->H);
     fill_bytes(&y, 300 + _i);
     int32_t *pm = (int32_t *)malloc((size_t)T * 4);
     perm(pm, T, 400 + _i);
     uint64_t s = 500 + _i;
     for (int64_t p = 0; p < P; p++) ((int32_t *)dst.data)[p] = mix(&s) % 10 == 0 ? -1 : pm[p];
     free(pm);
-    moe_tensor dy = dcopy(&y), dd = dcopy(&dst), dout = dnew(c->d, 2, T, c->H);
+    moe_tensor dy = gpu_to_dev(&y), dd = gpu_to_dev(&dst), dout = gpu_dnew(c->d, 2, T, c->H);
     fill_bytes(&out, 1); /* the GPU must zero the unnamed rows itself */
     OK(moe_cuda_copy(&dout, &out));
     OK(moe_ref_unpermute_rows(&y, &dst, &out));
     OK(moe_cuda_unpermute_rows(&dy, &dd, &dout));
-    expect_same(&out, &dout, "unpermute_rows out");
+    gpu_expect_same("unpermute_rows out", &out, &dout, 0);
     moe_tensor d[3] = {dy, dd, dout}, h[3] = {y, dst, out};
-    dfree(3, d), hfree(3, h);
+    gpu_dfree(3, d), gpu_hfree(3, h);
 }
 END_TEST
 
 START_TEST(expand_trtllm_matches)
 {
-    const rows_case *c = &rows_cases[_i];
+    const rows_case cs = rows_case_of(_i), *c = &cs;
     int topk = (int)((c->P + c->T - 1) / c->T);
     int64_t TK = c->T * topk, P = c->P < TK ? c->P : TK;
-    moe_tensor x = hnew(c->d, 2, c->T, c->H), map = hnew(MOE_I32, 1, P), w = hnew(MOE_F32, 2, c->T, topk);
-    moe_tensor out = hnew(c->d, 2, P, c->H), ps = hnew(MOE_F32, 1, P);
+    moe_tensor x = gpu_hnew(c->d, 2, c->T, c->H), map = gpu_hnew(MOE_I32, 1, P), w = gpu_hnew(MOE_F32, 2, c->T, topk);
+    moe_tensor out = gpu_hnew(c->d, 2, P, c->H), ps = gpu_hnew(MOE_F32, 1, P);
     fill_bytes(&x, 600 + _i);
     fill_bytes(&w, 601 + _i); /* any f32 bits: scales are moved, not computed */
     int32_t *pm = (int32_t *)malloc((size_t)TK * 4);
     perm(pm, TK, 700 + _i);
     memcpy(map.data, pm, (size_t)P * 4);
     free(pm);
-    moe_tensor dx = dcopy(&x), dm = dcopy(&map), dw = dcopy(&w);
+    moe_tensor dx = gpu_to_dev(&x), dm = gpu_to_dev(&map), dw = gpu_to_dev(&w);
     for (int mode = 0; mode < 3; mode++) { /* weights, no weights (1.0), no scales */
         moe_tensor *pw = mode == 0 ? &w : NULL, *pps = mode == 2 ? NULL : &ps;
         OK(moe_ref_expand_trtllm(&x, &map, topk, pw, &out, pps));
-        moe_tensor dout = dnew(c->d, 2, P, c->H), dps = dnew(MOE_F32, 1, P);
+        moe_tensor dout = gpu_dnew(c->d, 2, P, c->H), dps = gpu_dnew(MOE_F32, 1, P);
         OK(moe_cuda_expand_trtllm(&dx, &dm, topk, mode == 0 ? &dw : NULL, &dout, mode == 2 ? NULL : &dps));
-        expect_same(&out, &dout, "expand_trtllm out");
-        if (pps) expect_same(&ps, &dps, "expand_trtllm permuted_scales");
+        gpu_expect_same("expand_trtllm out", &out, &dout, 0);
+        if (pps) gpu_expect_same("expand_trtllm permuted_scales", &ps, &dps, 0);
         moe_cuda_free(&dout), moe_cuda_free(&dps);
     }
     moe_tensor d[3] = {dx, dm, dw}, h[5] = {x, map, w, out, ps};
-    dfree(3, d), hfree(5, h);
+    gpu_dfree(3, d), gpu_hfree(5, h);
 }
 END_TEST
 
@@ -282,12 +186,12 @@ END_TEST
 START_TEST(in_place_rows)
 {
     enum { T = 40, H = 6 };
-    moe_tensor buf = hnew(MOE_F32, 2, T, H);
+    moe_tensor buf = gpu_hnew(MOE_F32, 2, T, H);
     fill_bytes(&buf, 900);
     const int32_t sv[T / 2] = {5, 0, 19, 3, 3, -1, 7, 8, 2, 1, 0, 11, 12, 13, 30, 39, 38, 1, 2, 4};
-    moe_tensor src = hnew(MOE_I32, 1, T / 2);
+    moe_tensor src = gpu_hnew(MOE_I32, 1, T / 2);
     memcpy(src.data, sv, sizeof sv);
-    moe_tensor dbuf = dcopy(&buf), ds = dcopy(&src);
+    moe_tensor dbuf = gpu_to_dev(&buf), ds = gpu_to_dev(&src);
     /* out = rows 10..29 of the same buffer, x = the whole buffer */
     moe_tensor hx = buf, ho = buf, dx = dbuf, dout = dbuf;
     ho.shape[0] = dout.shape[0] = T / 2;
@@ -296,7 +200,7 @@ START_TEST(in_place_rows)
     hx.owns = ho.owns = dx.owns = dout.owns = 0;
     OK(moe_ref_permute_rows(&hx, &src, &ho));
     OK(moe_cuda_permute_rows(&dx, &ds, &dout));
-    expect_same(&buf, &dbuf, "in-place permute_rows");
+    gpu_expect_same("in-place permute_rows", &buf, &dbuf, 0);
     /* unpermute with a permutation of rows 0..19 into the same buffer */
     int32_t dv[T / 2];
     perm(dv, T / 2, 901);
@@ -308,7 +212,7 @@ START_TEST(in_place_rows)
     hu.owns = du.owns = 0;
     OK(moe_ref_unpermute_rows(&hy, &src, &hu));
     OK(moe_cuda_unpermute_rows(&dy, &ds, &du));
-    expect_same(&buf, &dbuf, "in-place unpermute_rows");
+    gpu_expect_same("in-place unpermute_rows", &buf, &dbuf, 0);
     moe_cuda_free(&dbuf), moe_cuda_free(&ds), moe_tensor_free(&buf), moe_tensor_free(&src);
 }
 END_TEST
@@ -330,9 +234,17 @@ static const place_case place_cases[] = {
 };
 #define N_PLACE_CASES ((int)(sizeof place_cases / sizeof place_cases[0]))
 
+/* small mode: T <= 512 (4096 pairs at topk 8), H <= 256 */
+static place_case place_case_of(int i)
+{
+    place_case c = place_cases[i];
+    c.T = gpu_small_cap(c.T, 512), c.H = (int)gpu_small_cap(c.H, 256);
+    return c;
+}
+
 static moe_tensor place_ids(const place_case *c, uint64_t seed)
 {
-    moe_tensor ids = hnew(MOE_I32, 2, c->T, c->k);
+    moe_tensor ids = gpu_hnew(MOE_I32, 2, c->T, c->k);
     int32_t *v = (int32_t *)ids.data;
     OK(moe_rng_topk_ids(v, c->T, c->k, c->E, seed, moe_rng_stream_id("check_gpu_permute"), (unsigned)c->neg1,
                         c->distinct));
@@ -343,8 +255,8 @@ static moe_tensor place_ids(const place_case *c, uint64_t seed)
 
 START_TEST(batched_scatter_matches)
 {
-    const place_case *c = &place_cases[_i];
-    moe_tensor x = hnew(c->d, 2, c->T, c->H), ids = place_ids(c, 1000 + _i);
+    const place_case cs = place_case_of(_i), *c = &cs;
+    moe_tensor x = gpu_hnew(c->d, 2, c->T, c->H), ids = place_ids(c, 1000 + _i);
     fill_bytes(&x, 1100 + _i);
     /* max_tokens = the largest count: tight, and one less is an error */
     int64_t *cnt = (int64_t *)calloc((size_t)c->L, 8), maxt = 0;
@@ -356,13 +268,13 @@ START_TEST(batched_scatter_matches)
             if (hit && ++cnt[l] > maxt) maxt = cnt[l];
         }
     free(cnt);
-    moe_tensor dx = dcopy(&x), di = dcopy(&ids);
+    moe_tensor dx = gpu_to_dev(&x), di = gpu_to_dev(&ids);
     const int64_t extras[3] = {3, 0, -1};
     for (int xi = 0; xi < 3; xi++) {
         int64_t extra = extras[xi], mt = maxt + extra;
         if (mt < 0) continue;
-        moe_tensor out = hnew(c->d, 3, c->L, mt, c->H), counts = hnew(MOE_I32, 1, c->L);
-        moe_tensor dout = dnew(c->d, 3, c->L, mt, c->H), dc = dnew(MOE_I32, 1, c->L);
+        moe_tensor out = gpu_hnew(c->d, 3, c->L, mt, c->H), counts = gpu_hnew(MOE_I32, 1, c->L);
+        moe_tensor dout = gpu_dnew(c->d, 3, c->L, mt, c->H), dc = gpu_dnew(MOE_I32, 1, c->L);
         fill_bytes(&out, 5);
         OK(moe_cuda_copy(&dout, &out)); /* stale rows must be overwritten */
         moe_status rs = moe_ref_batched_scatter(&x, &ids, c->first, &out, &counts);
@@ -370,51 +282,51 @@ START_TEST(batched_scatter_matches)
         moe_status gs = moe_cuda_batched_scatter(&dx, &di, c->first, &dout, &dc);
         if (rs == MOE_OK) {
             ck_assert_msg(gs == MOE_OK, "batched_scatter: %s", moe_last_error());
-            expect_same(&out, &dout, "batched_scatter out");
-            expect_same(&counts, &dc, "batched_scatter counts");
+            gpu_expect_same("batched_scatter out", &out, &dout, 0);
+            gpu_expect_same("batched_scatter counts", &counts, &dc, 0);
         } else {
             ck_assert_int_eq(extra, -1);
-            expect_same_error(rs, gs, ref_msg, "batched_scatter past max_tokens");
+            gpu_expect_same_error("batched_scatter past max_tokens", rs, ref_msg, gs);
         }
         moe_tensor d[2] = {dout, dc}, h[2] = {out, counts};
-        dfree(2, d), hfree(2, h);
+        gpu_dfree(2, d), gpu_hfree(2, h);
     }
     moe_tensor d[2] = {dx, di}, h[2] = {x, ids};
-    dfree(2, d), hfree(2, h);
+    gpu_dfree(2, d), gpu_hfree(2, h);
 }
 END_TEST
 
 START_TEST(permute_grouped_matches)
 {
-    const place_case *c = &place_cases[_i];
-    moe_tensor x = hnew(c->d, 2, c->T, c->H), ids = place_ids(c, 1200 + _i);
+    const place_case cs = place_case_of(_i), *c = &cs;
+    moe_tensor x = gpu_hnew(c->d, 2, c->T, c->H), ids = place_ids(c, 1200 + _i);
     fill_bytes(&x, 1300 + _i);
-    moe_tensor dx = dcopy(&x), di = dcopy(&ids);
+    moe_tensor dx = gpu_to_dev(&x), di = gpu_to_dev(&ids);
     const int pads[3] = {1, 8, 128};
     for (int pi = 0; pi < 3; pi++) {
         int pad = pads[pi];
         int64_t cap;
         OK(moe_grouped_capacity(c->T * c->k, c->L, pad, &cap));
         int64_t R = cap + (pi == 1 ? 5 : 0); /* rows past the layout */
-        moe_tensor out = hnew(c->d, 2, R, c->H), rs = hnew(MOE_I32, 1, R), cn = hnew(MOE_I32, 1, c->L),
-                   of = hnew(MOE_I32, 1, c->L + 1);
-        moe_tensor dout = dnew(c->d, 2, R, c->H), drs = dnew(MOE_I32, 1, R), dcn = dnew(MOE_I32, 1, c->L),
-                   dof = dnew(MOE_I32, 1, c->L + 1);
+        moe_tensor out = gpu_hnew(c->d, 2, R, c->H), rs = gpu_hnew(MOE_I32, 1, R), cn = gpu_hnew(MOE_I32, 1, c->L),
+                   of = gpu_hnew(MOE_I32, 1, c->L + 1);
+        moe_tensor dout = gpu_dnew(c->d, 2, R, c->H), drs = gpu_dnew(MOE_I32, 1, R), dcn = gpu_dnew(MOE_I32, 1, c->L),
+                   dof = gpu_dnew(MOE_I32, 1, c->L + 1);
         fill_bytes(&out, 6);
         fill_bytes(&rs, 7);
         OK(moe_cuda_copy(&dout, &out));
         OK(moe_cuda_copy(&drs, &rs));
         OK(moe_ref_permute_grouped(&x, &ids, c->first, pad, &out, &rs, &cn, &of));
         OK(moe_cuda_permute_grouped(&dx, &di, c->first, pad, &dout, &drs, &dcn, &dof));
-        expect_same(&out, &dout, "permute_grouped out");
-        expect_same(&rs, &drs, "permute_grouped row_src");
-        expect_same(&cn, &dcn, "permute_grouped counts");
-        expect_same(&of, &dof, "permute_grouped offsets");
+        gpu_expect_same("permute_grouped out", &out, &dout, 0);
+        gpu_expect_same("permute_grouped row_src", &rs, &drs, 0);
+        gpu_expect_same("permute_grouped counts", &cn, &dcn, 0);
+        gpu_expect_same("permute_grouped offsets", &of, &dof, 0);
         moe_tensor d[4] = {dout, drs, dcn, dof}, h[4] = {out, rs, cn, of};
-        dfree(4, d), hfree(4, h);
+        gpu_dfree(4, d), gpu_hfree(4, h);
     }
     moe_tensor d[2] = {dx, di}, h[2] = {x, ids};
-    dfree(2, d), hfree(2, h);
+    gpu_dfree(2, d), gpu_hfree(2, h);
 }
 END_TEST
 
@@ -429,27 +341,27 @@ START_TEST(allgather_matches)
     } cs[] = {{8, 3, 2, 2, 8, MOE_BF16}, {64, 130, 0, 4, 16, MOE_E4M3}, {4096, 7168, 56, 8, 256, MOE_BF16}};
     for (int ci = 0; ci < 3; ci++)
         for (int R = 1; R <= 8; R *= 2) {
-            int64_t G = cs[ci].G, T = G / R, H = cs[ci].H, S = cs[ci].S;
+            int64_t G = gpu_small_cap(cs[ci].G, 256), T = G / R, H = cs[ci].H, S = cs[ci].S; /* small: 256 tokens */
             int K = cs[ci].K, E = cs[ci].E;
-            moe_tensor x = hnew(cs[ci].d, 3, R, T, H), ids = hnew(MOE_I32, 3, R, T, K), w = hnew(MOE_F32, 3, R, T, K);
-            moe_tensor sc = hnew(MOE_F32, 3, R, T, S ? S : 1);
+            moe_tensor x = gpu_hnew(cs[ci].d, 3, R, T, H), ids = gpu_hnew(MOE_I32, 3, R, T, K), w = gpu_hnew(MOE_F32, 3, R, T, K);
+            moe_tensor sc = gpu_hnew(MOE_F32, 3, R, T, S ? S : 1);
             fill_bytes(&x, 1400 + ci), fill_bytes(&w, 1401 + ci), fill_bytes(&sc, 1402 + ci);
             OK(moe_rng_topk_ids((int32_t *)ids.data, G, K, E, 1403 + ci, 1, 0, 1));
-            moe_tensor o[4] = {hnew(cs[ci].d, 2, G, H), hnew(MOE_F32, 2, G, S ? S : 1), hnew(MOE_I32, 2, G, K),
-                               hnew(MOE_F32, 2, G, K)};
+            moe_tensor o[4] = {gpu_hnew(cs[ci].d, 2, G, H), gpu_hnew(MOE_F32, 2, G, S ? S : 1), gpu_hnew(MOE_I32, 2, G, K),
+                               gpu_hnew(MOE_F32, 2, G, K)};
             OK(moe_ref_ep_allgather_dispatch(R, E, &x, S ? &sc : NULL, &ids, &w, &o[0], S ? &o[1] : NULL, &o[2],
                                              &o[3]));
-            moe_tensor dx = dcopy(&x), di = dcopy(&ids), dw = dcopy(&w), ds = dcopy(&sc);
-            moe_tensor g[4] = {dnew(cs[ci].d, 2, G, H), dnew(MOE_F32, 2, G, S ? S : 1), dnew(MOE_I32, 2, G, K),
-                               dnew(MOE_F32, 2, G, K)};
+            moe_tensor dx = gpu_to_dev(&x), di = gpu_to_dev(&ids), dw = gpu_to_dev(&w), ds = gpu_to_dev(&sc);
+            moe_tensor g[4] = {gpu_dnew(cs[ci].d, 2, G, H), gpu_dnew(MOE_F32, 2, G, S ? S : 1), gpu_dnew(MOE_I32, 2, G, K),
+                               gpu_dnew(MOE_F32, 2, G, K)};
             OK(moe_cuda_ep_allgather_dispatch(R, E, &dx, S ? &ds : NULL, &di, &dw, &g[0], S ? &g[1] : NULL, &g[2],
                                               &g[3]));
-            expect_same(&o[0], &g[0], "allgather x");
-            if (S) expect_same(&o[1], &g[1], "allgather scales");
-            expect_same(&o[2], &g[2], "allgather ids");
-            expect_same(&o[3], &g[3], "allgather weights");
+            gpu_expect_same("allgather x", &o[0], &g[0], 0);
+            if (S) gpu_expect_same("allgather scales", &o[1], &g[1], 0);
+            gpu_expect_same("allgather ids", &o[2], &g[2], 0);
+            gpu_expect_same("allgather weights", &o[3], &g[3], 0);
             moe_tensor d[4] = {dx, di, dw, ds}, h[4] = {x, ids, w, sc};
-            dfree(4, d), hfree(4, h), dfree(4, g), hfree(4, o);
+            gpu_dfree(4, d), gpu_hfree(4, h), gpu_dfree(4, g), gpu_hfree(4, o);
         }
 }
 END_TEST
@@ -462,8 +374,8 @@ START_TEST(reduce_scatter_matches)
     } cs[] = {{8, 3, MOE_F32}, {64, 100, MOE_BF16}, {256, 33, MOE_F16}, {4096, 1024, MOE_BF16}, {1024, 512, MOE_F32}};
     for (int ci = 0; ci < 5; ci++)
         for (int R = 1; R <= 8; R *= 2) {
-            int64_t G = cs[ci].G, T = G / R, H = cs[ci].H;
-            moe_tensor p = hnew(cs[ci].d, 3, R, G, H), out = hnew(cs[ci].d, 3, R, T, H);
+            int64_t G = gpu_small_cap(cs[ci].G, 256), T = G / R, H = cs[ci].H; /* small: 256 tokens */
+            moe_tensor p = gpu_hnew(cs[ci].d, 3, R, G, H), out = gpu_hnew(cs[ci].d, 3, R, T, H);
             fill_vals(&p, 1500 + ci * 8 + R);
             /* non-finite partials: compared by class */
             int64_t n = moe_tensor_numel(&p);
@@ -472,11 +384,11 @@ START_TEST(reduce_scatter_matches)
             moe_s_store(cs[ci].d, p.data, n / 2, NAN);
             moe_s_store(cs[ci].d, p.data, n - 1, -0.0f);
             OK(moe_ref_ep_reduce_scatter_combine(R, &p, &out));
-            moe_tensor dp = dcopy(&p), dout = dnew(cs[ci].d, 3, R, T, H);
+            moe_tensor dp = gpu_to_dev(&p), dout = gpu_dnew(cs[ci].d, 3, R, T, H);
             OK(moe_cuda_ep_reduce_scatter_combine(R, &dp, &dout));
-            expect_same(&out, &dout, "reduce_scatter out", 1);
+            gpu_expect_same("reduce_scatter out", &out, &dout, 1);
             moe_tensor d[2] = {dp, dout}, h[2] = {p, out};
-            dfree(2, d), hfree(2, h);
+            gpu_dfree(2, d), gpu_hfree(2, h);
         }
 }
 END_TEST
@@ -506,7 +418,7 @@ static void canonical_rows(moe_tensor *x, moe_tensor *sc, moe_tensor *src, const
 {
     int64_t E = cnt->shape[0] * cnt->shape[1];
     if (E * rows == 0) return;
-    size_t xr = layout_bytes(x) / (size_t)(E * rows), sr = sc ? layout_bytes(sc) / (size_t)(E * rows) : 0;
+    size_t xr = gpu_layout_bytes(x) / (size_t)(E * rows), sr = sc ? gpu_layout_bytes(sc) / (size_t)(E * rows) : 0;
     int32_t *sv = (int32_t *)src->data;
     for (int64_t e = 0; e < E; e++) {
         int64_t n = ((int32_t *)cnt->data)[e];
@@ -536,41 +448,43 @@ static void canonical_rows(moe_tensor *x, moe_tensor *sc, moe_tensor *src, const
 
 START_TEST(pplx_matches)
 {
-    const pplx_case *c = &pplx_cases[_i];
+    pplx_case cs = pplx_cases[_i];
+    cs.T = gpu_small_cap(cs.T, 256), cs.maxn = gpu_small_cap(cs.maxn, 256); /* small mode */
+    const pplx_case *c = &cs;
     moe_pplx_config cfg = {c->R, c->dp, c->E, c->maxn};
     int num_dp = c->R / c->dp, El = c->E / c->R;
     int64_t rows = moe_pplx_rows(&cfg), T = c->T, H = c->H, S = c->S;
-    moe_tensor x = hnew(c->d, 3, num_dp, T, H), sc = hnew(MOE_F32, 3, num_dp, T, S ? S : 1);
-    moe_tensor ids = hnew(MOE_I32, 3, num_dp, T, c->K), w = hnew(MOE_F32, 3, num_dp, T, c->K);
+    moe_tensor x = gpu_hnew(c->d, 3, num_dp, T, H), sc = gpu_hnew(MOE_F32, 3, num_dp, T, S ? S : 1);
+    moe_tensor ids = gpu_hnew(MOE_I32, 3, num_dp, T, c->K), w = gpu_hnew(MOE_F32, 3, num_dp, T, c->K);
     fill_bytes(&x, 1600 + _i), fill_bytes(&sc, 1601 + _i);
     fill_weights((float *)w.data, num_dp * T * c->K, 1602 + _i);
     OK(moe_rng_topk_ids((int32_t *)ids.data, num_dp * T, c->K, c->E, 1603 + _i, 2, 0, 1));
-    moe_tensor o[4] = {hnew(c->d, 4, c->R, El, rows, H), hnew(MOE_F32, 4, c->R, El, rows, S ? S : 1),
-                       hnew(MOE_I32, 2, c->R, El), hnew(MOE_I32, 3, c->R, El, rows)};
+    moe_tensor o[4] = {gpu_hnew(c->d, 4, c->R, El, rows, H), gpu_hnew(MOE_F32, 4, c->R, El, rows, S ? S : 1),
+                       gpu_hnew(MOE_I32, 2, c->R, El), gpu_hnew(MOE_I32, 3, c->R, El, rows)};
     moe_pplx_recv rv = {&o[0], S ? &o[1] : NULL, &o[2], &o[3]};
     OK(moe_ref_pplx_dispatch(&cfg, &x, S ? &sc : NULL, &ids, &rv));
-    moe_tensor dx = dcopy(&x), ds = dcopy(&sc), di = dcopy(&ids), dw = dcopy(&w);
+    moe_tensor dx = gpu_to_dev(&x), ds = gpu_to_dev(&sc), di = gpu_to_dev(&ids), dw = gpu_to_dev(&w);
     for (int atomic = 0; atomic < 2; atomic++) {
-        moe_tensor g[4] = {dnew(c->d, 4, c->R, El, rows, H), dnew(MOE_F32, 4, c->R, El, rows, S ? S : 1),
-                           dnew(MOE_I32, 2, c->R, El), dnew(MOE_I32, 3, c->R, El, rows)};
-        moe_tensor junk = hnew(c->d, 4, c->R, El, rows, H);
+        moe_tensor g[4] = {gpu_dnew(c->d, 4, c->R, El, rows, H), gpu_dnew(MOE_F32, 4, c->R, El, rows, S ? S : 1),
+                           gpu_dnew(MOE_I32, 2, c->R, El), gpu_dnew(MOE_I32, 3, c->R, El, rows)};
+        moe_tensor junk = gpu_hnew(c->d, 4, c->R, El, rows, H);
         fill_bytes(&junk, 8);
         OK(moe_cuda_copy(&g[0], &junk));
         moe_tensor_free(&junk);
         moe_pplx_recv gv = {&g[0], S ? &g[1] : NULL, &g[2], &g[3]};
         if (atomic) OK(moe_cuda_pplx_dispatch_atomic(&cfg, &dx, S ? &ds : NULL, &di, &gv));
         else OK(moe_cuda_pplx_dispatch(&cfg, &dx, S ? &ds : NULL, &di, &gv));
-        expect_same(&o[2], &g[2], "pplx num_tokens");
+        gpu_expect_same("pplx num_tokens", &o[2], &g[2], 0);
         if (!atomic) {
-            expect_same(&o[0], &g[0], "pplx x");
-            if (S) expect_same(&o[1], &g[1], "pplx x_scales");
-            expect_same(&o[3], &g[3], "pplx src");
+            gpu_expect_same("pplx x", &o[0], &g[0], 0);
+            if (S) gpu_expect_same("pplx x_scales", &o[1], &g[1], 0);
+            gpu_expect_same("pplx src", &o[3], &g[3], 0);
         } else {
-            moe_tensor hx = fetch(&g[0]), hs = fetch(&g[1]), hsrc = fetch(&g[3]);
+            moe_tensor hx = gpu_to_host(&g[0]), hs = gpu_to_host(&g[1]), hsrc = gpu_to_host(&g[3]);
             /* the atomic handle combines like the reference's on rows moved with it */
-            moe_tensor y = hnew(c->yd, 4, c->R, El, rows, H), ya = hnew(c->yd, 4, c->R, El, rows, H);
+            moe_tensor y = gpu_hnew(c->yd, 4, c->R, El, rows, H), ya = gpu_hnew(c->yd, 4, c->R, El, rows, H);
             fill_vals(&y, 1700 + _i);
-            size_t yr = c->E * rows > 0 ? layout_bytes(&y) / (size_t)(c->E * rows) : 0;
+            size_t yr = c->E * rows > 0 ? gpu_layout_bytes(&y) / (size_t)(c->E * rows) : 0;
             int64_t GT = num_dp * T;
             int32_t *row_ref = (int32_t *)malloc((size_t)(c->E * GT > 0 ? c->E * GT : 1) * 4);
             for (int64_t e = 0; e < c->E; e++)
@@ -583,45 +497,45 @@ START_TEST(pplx_matches)
                            (uint8_t *)y.data + (e * rows + row_ref[e * GT + gsrc]) * yr, yr);
                 }
             free(row_ref);
-            moe_tensor out = hnew(c->od, 3, num_dp, T, H);
+            moe_tensor out = gpu_hnew(c->od, 3, num_dp, T, H);
             OK(moe_ref_pplx_combine(&cfg, &y, &o[2], &o[3], &ids, &w, &out));
-            moe_tensor dya = dcopy(&ya), dout = dnew(c->od, 3, num_dp, T, H);
+            moe_tensor dya = gpu_to_dev(&ya), dout = gpu_dnew(c->od, 3, num_dp, T, H);
             OK(moe_cuda_pplx_combine(&cfg, &dya, &g[2], &g[3], &di, &dw, &dout));
-            expect_same(&out, &dout, "pplx combine with the atomic handle", 1);
+            gpu_expect_same("pplx combine with the atomic handle", &out, &dout, 1);
             moe_cuda_free(&dya), moe_cuda_free(&dout), moe_tensor_free(&out), moe_tensor_free(&y),
                 moe_tensor_free(&ya);
             /* rows per expert as sets */
             canonical_rows(&hx, S ? &hs : NULL, &hsrc, &o[2], rows);
-            moe_tensor cx = hnew(c->d, 4, c->R, El, rows, H), cs = hnew(MOE_F32, 4, c->R, El, rows, S ? S : 1),
-                       csrc = hnew(MOE_I32, 3, c->R, El, rows);
-            memcpy(cx.data, o[0].data, layout_bytes(&cx)), memcpy(cs.data, o[1].data, layout_bytes(&cs));
-            memcpy(csrc.data, o[3].data, layout_bytes(&csrc));
+            moe_tensor cx = gpu_hnew(c->d, 4, c->R, El, rows, H), cs = gpu_hnew(MOE_F32, 4, c->R, El, rows, S ? S : 1),
+                       csrc = gpu_hnew(MOE_I32, 3, c->R, El, rows);
+            memcpy(cx.data, o[0].data, gpu_layout_bytes(&cx)), memcpy(cs.data, o[1].data, gpu_layout_bytes(&cs));
+            memcpy(csrc.data, o[3].data, gpu_layout_bytes(&csrc));
             canonical_rows(&cx, S ? &cs : NULL, &csrc, &o[2], rows);
-            ck_assert_msg(!memcmp(cx.data, hx.data, layout_bytes(&cx)), "pplx atomic: x rows differ as sets");
-            ck_assert_msg(!S || !memcmp(cs.data, hs.data, layout_bytes(&cs)), "pplx atomic: scales differ as sets");
-            ck_assert_msg(!memcmp(csrc.data, hsrc.data, layout_bytes(&csrc)), "pplx atomic: src differs as sets");
+            ck_assert_msg(!memcmp(cx.data, hx.data, gpu_layout_bytes(&cx)), "pplx atomic: x rows differ as sets");
+            ck_assert_msg(!S || !memcmp(cs.data, hs.data, gpu_layout_bytes(&cs)), "pplx atomic: scales differ as sets");
+            ck_assert_msg(!memcmp(csrc.data, hsrc.data, gpu_layout_bytes(&csrc)), "pplx atomic: src differs as sets");
             moe_tensor h[6] = {hx, hs, hsrc, cx, cs, csrc};
-            hfree(6, h);
+            gpu_hfree(6, h);
         }
-        dfree(4, g);
+        gpu_dfree(4, g);
     }
     /* combine on the reference's handle, NaN and Inf rows included */
-    moe_tensor y = hnew(c->yd, 4, c->R, El, rows, H), out = hnew(c->od, 3, num_dp, T, H);
+    moe_tensor y = gpu_hnew(c->yd, 4, c->R, El, rows, H), out = gpu_hnew(c->od, 3, num_dp, T, H);
     fill_vals(&y, 1800 + _i);
     int64_t ny = moe_tensor_numel(&y);
     if (ny > 2) moe_s_store(c->yd, y.data, ny / 2, NAN), moe_s_store(c->yd, y.data, 1, -INFINITY);
     OK(moe_ref_pplx_combine(&cfg, &y, &o[2], &o[3], &ids, &w, &out));
-    moe_tensor dy = dcopy(&y), dn = dcopy(&o[2]), dsrc = dcopy(&o[3]), dout = dnew(c->od, 3, num_dp, T, H);
+    moe_tensor dy = gpu_to_dev(&y), dn = gpu_to_dev(&o[2]), dsrc = gpu_to_dev(&o[3]), dout = gpu_dnew(c->od, 3, num_dp, T, H);
     OK(moe_cuda_pplx_combine(&cfg, &dy, &dn, &dsrc, &di, &dw, &dout));
-    expect_same(&out, &dout, "pplx combine out", 1);
+    gpu_expect_same("pplx combine out", &out, &dout, 1);
     /* bad handles: a count past rows, a token twice, a token missing */
     if (rows > 0 && T > 0) {
         int32_t *cn = (int32_t *)o[2].data, *sv = (int32_t *)o[3].data;
         int e0 = 0;
         while (e0 < c->E - 1 && cn[e0] < 2) e0++;
         for (int bad = 0; bad < 3; bad++) {
-            moe_tensor n2 = hnew(MOE_I32, 2, c->R, El), s2 = hnew(MOE_I32, 3, c->R, El, rows);
-            memcpy(n2.data, cn, layout_bytes(&n2)), memcpy(s2.data, sv, layout_bytes(&s2));
+            moe_tensor n2 = gpu_hnew(MOE_I32, 2, c->R, El), s2 = gpu_hnew(MOE_I32, 3, c->R, El, rows);
+            memcpy(n2.data, cn, gpu_layout_bytes(&n2)), memcpy(s2.data, sv, gpu_layout_bytes(&s2));
             if (bad == 0) ((int32_t *)n2.data)[c->E - 1] = (int32_t)rows + 1;
             else if (bad == 1 && cn[e0] >= 2) ((int32_t *)s2.data)[e0 * rows + 1] = sv[e0 * rows];
             else ((int32_t *)n2.data)[e0] = cn[e0] - 1;
@@ -631,15 +545,15 @@ START_TEST(pplx_matches)
             }
             moe_status rs = moe_ref_pplx_combine(&cfg, &y, &n2, &s2, &ids, &w, &out);
             save_msg();
-            moe_tensor dn2 = dcopy(&n2), ds2 = dcopy(&s2);
+            moe_tensor dn2 = gpu_to_dev(&n2), ds2 = gpu_to_dev(&s2);
             moe_status gs = moe_cuda_pplx_combine(&cfg, &dy, &dn2, &ds2, &di, &dw, &dout);
             if (bad == 1 && cn[e0] < 2) ck_assert_int_eq(gs, rs);
-            else expect_same_error(rs, gs, ref_msg, "pplx combine bad handle");
+            else gpu_expect_same_error("pplx combine bad handle", rs, ref_msg, gs);
             moe_cuda_free(&dn2), moe_cuda_free(&ds2), moe_tensor_free(&n2), moe_tensor_free(&s2);
         }
     }
     moe_tensor d[8] = {dx, ds, di, dw, dy, dn, dsrc, dout}, h[6] = {x, sc, ids, w, y, out};
-    dfree(8, d), hfree(6, h), hfree(4, o);
+    gpu_dfree(8, d), gpu_hfree(6, h), gpu_hfree(4, o);
 }
 END_TEST
 
@@ -647,8 +561,8 @@ END_TEST
 
 START_TEST(bad_arguments)
 {
-    moe_tensor x = hnew(MOE_BF16, 2, 4, 8), src = hnew(MOE_I32, 1, 6), out = hnew(MOE_BF16, 2, 6, 8);
-    moe_tensor dx = dcopy(&x), dsrc = dcopy(&src), dout = dnew(MOE_BF16, 2, 6, 8);
+    moe_tensor x = gpu_hnew(MOE_BF16, 2, 4, 8), src = gpu_hnew(MOE_I32, 1, 6), out = gpu_hnew(MOE_BF16, 2, 6, 8);
+    moe_tensor dx = gpu_to_dev(&x), dsrc = gpu_to_dev(&src), dout = gpu_dnew(MOE_BF16, 2, 6, 8);
     /* host memory where the device is required */
     ck_assert_int_eq(moe_cuda_permute_rows(&x, &dsrc, &dout), MOE_ERR_INVALID_ARG);
     ck_assert_int_eq(moe_cuda_permute_rows(&dx, &src, &dout), MOE_ERR_INVALID_ARG);
@@ -659,67 +573,67 @@ START_TEST(bad_arguments)
     OK(moe_cuda_copy(&dsrc, &src));
     SAME_ERR(moe_ref_permute_rows(&x, &src, &out), moe_cuda_permute_rows(&dx, &dsrc, &dout), "permute_rows src 4");
     SAME_ERR(moe_ref_permute_rows(&x, NULL, &out), moe_cuda_permute_rows(&dx, NULL, &dout), "permute_rows NULL");
-    moe_tensor y4 = hnew(MOE_BF16, 2, 4, 8), dy4 = dcopy(&y4), d4 = hnew(MOE_I32, 1, 4);
+    moe_tensor y4 = gpu_hnew(MOE_BF16, 2, 4, 8), dy4 = gpu_to_dev(&y4), d4 = gpu_hnew(MOE_I32, 1, 4);
     ((int32_t *)d4.data)[0] = 1, ((int32_t *)d4.data)[1] = 1;
-    moe_tensor dd4 = dcopy(&d4), o4 = hnew(MOE_BF16, 2, 4, 8), do4 = dnew(MOE_BF16, 2, 4, 8);
+    moe_tensor dd4 = gpu_to_dev(&d4), o4 = gpu_hnew(MOE_BF16, 2, 4, 8), do4 = gpu_dnew(MOE_BF16, 2, 4, 8);
     SAME_ERR(moe_ref_unpermute_rows(&y4, &d4, &o4), moe_cuda_unpermute_rows(&dy4, &dd4, &do4),
              "unpermute_rows duplicate");
-    moe_tensor of32 = hnew(MOE_F32, 2, 6, 8), dof32 = dnew(MOE_F32, 2, 6, 8);
+    moe_tensor of32 = gpu_hnew(MOE_F32, 2, 6, 8), dof32 = gpu_dnew(MOE_F32, 2, 6, 8);
     SAME_ERR(moe_ref_permute_rows(&x, &src, &of32), moe_cuda_permute_rows(&dx, &dsrc, &dof32), "permute_rows dtype");
     /* expand: a map entry past T*topk, a bad topk */
-    moe_tensor m = hnew(MOE_I32, 1, 6);
+    moe_tensor m = gpu_hnew(MOE_I32, 1, 6);
     ((int32_t *)m.data)[5] = 8;
-    moe_tensor dm = dcopy(&m);
+    moe_tensor dm = gpu_to_dev(&m);
     SAME_ERR(moe_ref_expand_trtllm(&x, &m, 2, NULL, &out, NULL), moe_cuda_expand_trtllm(&dx, &dm, 2, NULL, &dout, NULL),
              "expand map 8");
     SAME_ERR(moe_ref_expand_trtllm(&x, &m, 0, NULL, &out, NULL), moe_cuda_expand_trtllm(&dx, &dm, 0, NULL, &dout, NULL),
              "expand topk 0");
     /* batched / grouped: an id below -1, a negative first expert, too few rows, pad 0 */
-    moe_tensor ids = hnew(MOE_I32, 2, 4, 2);
+    moe_tensor ids = gpu_hnew(MOE_I32, 2, 4, 2);
     ((int32_t *)ids.data)[3] = -2;
-    moe_tensor dids = dcopy(&ids);
-    moe_tensor bo = hnew(MOE_BF16, 3, 2, 4, 8), dbo = dnew(MOE_BF16, 3, 2, 4, 8), bc = hnew(MOE_I32, 1, 2),
-               dbc = dnew(MOE_I32, 1, 2);
+    moe_tensor dids = gpu_to_dev(&ids);
+    moe_tensor bo = gpu_hnew(MOE_BF16, 3, 2, 4, 8), dbo = gpu_dnew(MOE_BF16, 3, 2, 4, 8), bc = gpu_hnew(MOE_I32, 1, 2),
+               dbc = gpu_dnew(MOE_I32, 1, 2);
     SAME_ERR(moe_ref_batched_scatter(&x, &ids, 0, &bo, &bc), moe_cuda_batched_scatter(&dx, &dids, 0, &dbo, &dbc),
              "batched id -2");
     ((int32_t *)ids.data)[3] = 1;
     OK(moe_cuda_copy(&dids, &ids));
     SAME_ERR(moe_ref_batched_scatter(&x, &ids, -1, &bo, &bc), moe_cuda_batched_scatter(&dx, &dids, -1, &dbo, &dbc),
              "batched first -1");
-    moe_tensor go = hnew(MOE_BF16, 2, 5, 8), dgo = dnew(MOE_BF16, 2, 5, 8), gr = hnew(MOE_I32, 1, 5),
-               dgr = dnew(MOE_I32, 1, 5), gc = hnew(MOE_I32, 1, 2), dgc = dnew(MOE_I32, 1, 2),
-               gf = hnew(MOE_I32, 1, 3), dgf = dnew(MOE_I32, 1, 3);
+    moe_tensor go = gpu_hnew(MOE_BF16, 2, 5, 8), dgo = gpu_dnew(MOE_BF16, 2, 5, 8), gr = gpu_hnew(MOE_I32, 1, 5),
+               dgr = gpu_dnew(MOE_I32, 1, 5), gc = gpu_hnew(MOE_I32, 1, 2), dgc = gpu_dnew(MOE_I32, 1, 2),
+               gf = gpu_hnew(MOE_I32, 1, 3), dgf = gpu_dnew(MOE_I32, 1, 3);
     SAME_ERR(moe_ref_permute_grouped(&x, &ids, 0, 2, &go, &gr, &gc, &gf),
              moe_cuda_permute_grouped(&dx, &dids, 0, 2, &dgo, &dgr, &dgc, &dgf), "grouped too few rows");
     SAME_ERR(moe_ref_permute_grouped(&x, &ids, 0, 0, &go, &gr, &gc, &gf),
              moe_cuda_permute_grouped(&dx, &dids, 0, 0, &dgo, &dgr, &dgc, &dgf), "grouped pad 0");
     /* all-gather: an id out of range; reduce-scatter: a bad world */
-    moe_tensor ax = hnew(MOE_BF16, 3, 2, 2, 8), ai = hnew(MOE_I32, 3, 2, 2, 2), aw = hnew(MOE_F32, 3, 2, 2, 2);
+    moe_tensor ax = gpu_hnew(MOE_BF16, 3, 2, 2, 8), ai = gpu_hnew(MOE_I32, 3, 2, 2, 2), aw = gpu_hnew(MOE_F32, 3, 2, 2, 2);
     ((int32_t *)ai.data)[5] = 9;
-    moe_tensor ag[3] = {hnew(MOE_BF16, 2, 4, 8), hnew(MOE_I32, 2, 4, 2), hnew(MOE_F32, 2, 4, 2)};
-    moe_tensor dax = dcopy(&ax), dai = dcopy(&ai), daw = dcopy(&aw);
-    moe_tensor dag[3] = {dcopy(&ag[0]), dcopy(&ag[1]), dcopy(&ag[2])};
+    moe_tensor ag[3] = {gpu_hnew(MOE_BF16, 2, 4, 8), gpu_hnew(MOE_I32, 2, 4, 2), gpu_hnew(MOE_F32, 2, 4, 2)};
+    moe_tensor dax = gpu_to_dev(&ax), dai = gpu_to_dev(&ai), daw = gpu_to_dev(&aw);
+    moe_tensor dag[3] = {gpu_to_dev(&ag[0]), gpu_to_dev(&ag[1]), gpu_to_dev(&ag[2])};
     SAME_ERR(moe_ref_ep_allgather_dispatch(2, 8, &ax, NULL, &ai, &aw, &ag[0], NULL, &ag[1], &ag[2]),
              moe_cuda_ep_allgather_dispatch(2, 8, &dax, NULL, &dai, &daw, &dag[0], NULL, &dag[1], &dag[2]),
              "allgather id 9");
-    moe_tensor rp = hnew(MOE_BF16, 3, 2, 4, 8), ro = hnew(MOE_BF16, 3, 2, 2, 8), drp = dcopy(&rp), dro = dcopy(&ro);
+    moe_tensor rp = gpu_hnew(MOE_BF16, 3, 2, 4, 8), ro = gpu_hnew(MOE_BF16, 3, 2, 2, 8), drp = gpu_to_dev(&rp), dro = gpu_to_dev(&ro);
     SAME_ERR(moe_ref_ep_reduce_scatter_combine(3, &rp, &ro), moe_cuda_ep_reduce_scatter_combine(3, &drp, &dro),
              "reduce_scatter R 3");
-    moe_tensor ro2 = hnew(MOE_F32, 3, 2, 2, 8), dro2 = dcopy(&ro2);
+    moe_tensor ro2 = gpu_hnew(MOE_F32, 3, 2, 2, 8), dro2 = gpu_to_dev(&ro2);
     SAME_ERR(moe_ref_ep_reduce_scatter_combine(2, &rp, &ro2), moe_cuda_ep_reduce_scatter_combine(2, &drp, &dro2),
              "reduce_scatter out dtype");
     /* pplx: a -1 id, a NULL out, a host tensor inside out */
     moe_pplx_config pc = {2, 1, 4, 2};
-    moe_tensor px = hnew(MOE_BF16, 3, 2, 2, 8), pi = hnew(MOE_I32, 3, 2, 2, 2);
+    moe_tensor px = gpu_hnew(MOE_BF16, 3, 2, 2, 8), pi = gpu_hnew(MOE_I32, 3, 2, 2, 2);
     const int32_t piv[8] = {0, 1, 2, -1, 3, 0, 1, 2};
     memcpy(pi.data, piv, sizeof piv);
-    moe_tensor po[3] = {hnew(MOE_BF16, 4, 2, 2, 4, 8), hnew(MOE_I32, 2, 2, 2), hnew(MOE_I32, 3, 2, 2, 4)};
-    moe_tensor dpx = dcopy(&px), dpi = dcopy(&pi), dpo[3] = {dcopy(&po[0]), dcopy(&po[1]), dcopy(&po[2])};
+    moe_tensor po[3] = {gpu_hnew(MOE_BF16, 4, 2, 2, 4, 8), gpu_hnew(MOE_I32, 2, 2, 2), gpu_hnew(MOE_I32, 3, 2, 2, 4)};
+    moe_tensor dpx = gpu_to_dev(&px), dpi = gpu_to_dev(&pi), dpo[3] = {gpu_to_dev(&po[0]), gpu_to_dev(&po[1]), gpu_to_dev(&po[2])};
     moe_pplx_recv prv = {&po[0], NULL, &po[1], &po[2]}, dprv = {&dpo[0], NULL, &dpo[1], &dpo[2]};
     SAME_ERR(moe_ref_pplx_dispatch(&pc, &px, NULL, &pi, &prv), moe_cuda_pplx_dispatch(&pc, &dpx, NULL, &dpi, &dprv),
              "pplx -1");
-    moe_tensor pw = hnew(MOE_F32, 3, 2, 2, 2), pout = hnew(MOE_BF16, 3, 2, 2, 8), dpw = dcopy(&pw),
-               dpout = dcopy(&pout);
+    moe_tensor pw = gpu_hnew(MOE_F32, 3, 2, 2, 2), pout = gpu_hnew(MOE_BF16, 3, 2, 2, 8), dpw = gpu_to_dev(&pw),
+               dpout = gpu_to_dev(&pout);
     SAME_ERR(moe_ref_pplx_combine(&pc, &po[0], &po[1], &po[2], &pi, &pw, &pout),
              moe_cuda_pplx_combine(&pc, &dpo[0], &dpo[1], &dpo[2], &dpi, &dpw, &dpout), "pplx combine -1");
     ((int32_t *)pi.data)[3] = 3; /* valid ids from here on */
@@ -738,37 +652,27 @@ START_TEST(bad_arguments)
                          daw, dag[0], dag[1], dag[2], drp, dro, dro2, dpx, dpi, dpo[0], dpo[1], dpo[2], dpw, dpout};
     moe_tensor hall[] = {x, src, out, y4, d4, o4, of32, m, ids, bo, bc, go, gr, gc, gf, ax, ai, aw, ag[0], ag[1],
                          ag[2], rp, ro, ro2, px, pi, po[0], po[1], po[2], pw, pout};
-    dfree((int)(sizeof dall / sizeof dall[0]), dall), hfree((int)(sizeof hall / sizeof hall[0]), hall);
+    gpu_dfree((int)(sizeof dall / sizeof dall[0]), dall), gpu_hfree((int)(sizeof hall / sizeof hall[0]), hall);
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s)
 {
-    if (moe_cuda_backend_devices() < 1) {
-        printf("check_gpu_permute: no CUDA device; skipped\n");
-        return 77;
-    }
-    Suite *s = suite_create("gpu_permute");
-    TCase *tc = tcase_create("permute");
-    tcase_set_timeout(tc, 300);
+    TCase *tc = gpu_tcase(s, "permute", 300);
     tcase_add_loop_test(tc, permute_rows_matches, 0, N_ROWS_CASES);
     tcase_add_loop_test(tc, unpermute_rows_matches, 0, N_ROWS_CASES);
     tcase_add_loop_test(tc, expand_trtllm_matches, 0, N_ROWS_CASES);
     tcase_add_test(tc, in_place_rows);
     tcase_add_loop_test(tc, batched_scatter_matches, 0, N_PLACE_CASES);
     tcase_add_loop_test(tc, permute_grouped_matches, 0, N_PLACE_CASES);
-    suite_add_tcase(s, tc);
-    TCase *td = tcase_create("dispatch");
-    tcase_set_timeout(td, 300);
+    TCase *td = gpu_tcase(s, "dispatch", 300);
     tcase_add_test(td, allgather_matches);
     tcase_add_test(td, reduce_scatter_matches);
     tcase_add_loop_test(td, pplx_matches, 0, N_PPLX_CASES);
     tcase_add_test(td, bad_arguments);
-    suite_add_tcase(s, td);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context for the whole run */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int main(void)
+{
+    return gpu_test_main("check_gpu_permute", "gpu_permute", add_tests);
 }

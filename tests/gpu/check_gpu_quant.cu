@@ -21,6 +21,7 @@
 #include "moe/rng.h"
 #include "optimized/cuda/cuda.h"
 #include "test_util.h"
+#include "gpu_test_util.h"
 
 /* ---- specs ---------------------------------------------------------------------- */
 enum { MAXSPECS = 64 };
@@ -151,70 +152,20 @@ static void fill_x(float *x, int64_t rows, int64_t K, uint64_t seed, float sd, i
 }
 
 /* ---- device helpers ------------------------------------------------------------------ */
-static void dev_of(const moe_tensor *h, moe_tensor *d)
-{
-    ck_assert_msg(moe_cuda_alloc(d, h->dtype, h->ndim, h->shape) == MOE_OK, "%s", moe_last_error());
-    ck_assert_msg(moe_cuda_copy(d, h) == MOE_OK, "%s", moe_last_error());
-}
-
 /* device tensor of h's shape filled with garbage: a stage must write it all */
 static void dev_garbage(const moe_tensor *h, moe_tensor *d)
 {
-    ck_assert_msg(moe_cuda_alloc(d, h->dtype, h->ndim, h->shape) == MOE_OK, "%s", moe_last_error());
+    *d = gpu_dev_like(h);
     if (d->nbytes) ck_assert_int_eq(cudaMemset(d->data, 0xA7, d->nbytes), cudaSuccess);
 }
 
-static void host_of(const moe_tensor *d, moe_tensor *h)
+/* byte-identical (nan_class: f32 NaNs match any NaN), named by the case */
+static void expect_bytes(const moe_tensor *want, const moe_tensor *dgot, const char *what, const char *label,
+                         int nan_class = 0)
 {
-    ck_assert_int_eq(moe_tensor_alloc(h, d->dtype, d->ndim, d->shape), MOE_OK);
-    ck_assert_msg(moe_cuda_copy(h, d) == MOE_OK, "%s", moe_last_error());
-}
-
-static size_t layout_bytes(const moe_tensor *t)
-{
-    size_t nb = 0;
-    ck_assert_int_eq(moe_tensor_layout(t->dtype, t->ndim, t->shape, &nb), MOE_OK);
-    return nb;
-}
-
-/* byte-identical, reporting the first difference */
-static void expect_bytes(const moe_tensor *want, const moe_tensor *dgot, const char *what, const char *label)
-{
-    moe_tensor got;
-    host_of(dgot, &got);
-    size_t nb = layout_bytes(want);
-    const uint8_t *a = (const uint8_t *)want->data, *b = (const uint8_t *)got.data;
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < nb; i++)
-        if (a[i] != b[i] && bad++ == 0) first = i;
-    if (bad && want->dtype == MOE_F32) {
-        float fa, fb;
-        memcpy(&fa, a + first / 4 * 4, 4);
-        memcpy(&fb, b + first / 4 * 4, 4);
-        ck_abort_msg("%s %s: %zu bytes differ; first float %zu: ref %a (%08x), gpu %a (%08x)", label, what, bad,
-                     first / 4, (double)fa, tu_bits(fa), (double)fb, tu_bits(fb));
-    }
-    ck_assert_msg(bad == 0, "%s %s: %zu bytes differ; first byte %zu: ref %02x, gpu %02x", label, what, bad, first,
-                  bad ? a[first] : 0, bad ? b[first] : 0);
-    moe_tensor_free(&got);
-}
-
-/* f32 outputs equal bit for bit, a NaN matching any NaN */
-static void expect_f32_nan_class(const moe_tensor *want, const moe_tensor *dgot, const char *what, const char *label)
-{
-    moe_tensor got;
-    host_of(dgot, &got);
-    int64_t n = moe_tensor_numel(want);
-    const float *a = (const float *)want->data, *b = (const float *)got.data;
-    int64_t bad = 0, first = 0;
-    for (int64_t i = 0; i < n; i++) {
-        int same = (a[i] != a[i]) ? (b[i] != b[i]) : tu_bits(a[i]) == tu_bits(b[i]);
-        if (!same && bad++ == 0) first = i;
-    }
-    ck_assert_msg(bad == 0, "%s %s: %lld values differ; first %lld: ref %a (%08x), gpu %a (%08x)", label, what,
-                  (long long)bad, (long long)first, bad ? (double)a[first] : 0.0, bad ? tu_bits(a[first]) : 0,
-                  bad ? (double)b[first] : 0.0, bad ? tu_bits(b[first]) : 0);
-    moe_tensor_free(&got);
+    char w[320];
+    snprintf(w, sizeof w, "%s %s", label, what);
+    gpu_expect_same(w, want, dgot, nan_class);
 }
 
 /* ---- one case ---------------------------------------------------------------------------- */
@@ -266,11 +217,11 @@ static void run_case(const named_spec *ns, shape3 sh, uint64_t seed, int edges, 
 
     moe_tensor dx, dq, dsc, dg, dst, dy;
     memset(&dsc, 0, sizeof dsc), memset(&dg, 0, sizeof dg), memset(&dst, 0, sizeof dst);
-    dev_of(&x, &dx);
+    dx = gpu_to_dev(&x);
     dev_garbage(&q, &dq);
     if (ps) dev_garbage(&s, &dsc);
     if (pg) dev_garbage(&g, &dg);
-    if (pst) dev_of(&stat, &dst);
+    if (pst) dst = gpu_to_dev(&stat);
     moe_status st = moe_cuda_quantize(sp, &dx, pst ? &dst : NULL, &dq, ps ? &dsc : NULL, pg ? &dg : NULL);
     ck_assert_msg(st == MOE_OK, "%s: gpu quantize: %s", label, moe_last_error());
     ck_assert_int_eq(moe_cuda_synchronize(), MOE_OK);
@@ -285,15 +236,15 @@ static void run_case(const named_spec *ns, shape3 sh, uint64_t seed, int edges, 
     dev_garbage(&y, &dy);
     st = moe_cuda_dequantize(sp, &dq, ps ? &dsc : NULL, pg ? &dg : NULL, &dy);
     ck_assert_msg(st == MOE_OK, "%s: gpu dequantize: %s", label, moe_last_error());
-    expect_f32_nan_class(&y, &dy, "dequant", label);
+    expect_bytes(&y, &dy, "dequant", label, 1);
 
     if (random_codes) { /* every code of q and of the scales, garbage global scales */
         uint64_t rs = moe_rng_stream_id("check_gpu_quant.codes");
         uint8_t *qb = (uint8_t *)q.data;
-        for (size_t i = 0; i < layout_bytes(&q); i++) qb[i] = (uint8_t)moe_rng_u32(seed, rs, i);
+        for (size_t i = 0; i < gpu_layout_bytes(&q); i++) qb[i] = (uint8_t)moe_rng_u32(seed, rs, i);
         if (ps) {
             uint8_t *sb = (uint8_t *)s.data;
-            for (size_t i = 0; i < layout_bytes(&s); i++) sb[i] = (uint8_t)moe_rng_u32(seed, rs, (1ull << 40) + i);
+            for (size_t i = 0; i < gpu_layout_bytes(&s); i++) sb[i] = (uint8_t)moe_rng_u32(seed, rs, (1ull << 40) + i);
         }
         if (pg)
             for (int64_t i = 0; i < moe_tensor_numel(&g); i++)
@@ -304,7 +255,7 @@ static void run_case(const named_spec *ns, shape3 sh, uint64_t seed, int edges, 
         if (pg) ck_assert_int_eq(moe_cuda_copy(&dg, &g), MOE_OK);
         st = moe_cuda_dequantize(sp, &dq, ps ? &dsc : NULL, pg ? &dg : NULL, &dy);
         ck_assert_msg(st == MOE_OK, "%s: gpu dequantize: %s", label, moe_last_error());
-        expect_f32_nan_class(&y, &dy, "dequant of random codes", label);
+        expect_bytes(&y, &dy, "dequant of random codes", label, 1);
     }
     moe_cuda_free(&dx), moe_cuda_free(&dq), moe_cuda_free(&dsc), moe_cuda_free(&dg), moe_cuda_free(&dst);
     moe_cuda_free(&dy);
@@ -354,9 +305,12 @@ START_TEST(large_shapes)
     const named_spec *ns = &specs[_i];
     const moe_quant_spec *sp = &ns->sp;
     int w = sp->operand == MOE_OPERAND_WEIGHT;
-    shape3 sh = w ? mk(8, fit_n(sp, 256), fit_k(sp, 2048)) : mk(4096, 0, fit_k(sp, 2048));
+    /* small mode: 600 tokens x 512, weights 8 x 128 x 512 (still hundreds of blocks) */
+    int sm = gpu_small();
+    shape3 sh = w ? mk(8, fit_n(sp, sm ? 128 : 256), fit_k(sp, sm ? 512 : 2048))
+                  : mk(sm ? 600 : 4096, 0, fit_k(sp, sm ? 512 : 2048));
     run_case(ns, sh, 77, 1, 0, 0);
-    sh = w ? mk(4, fit_n(sp, 256), fit_k(sp, 512)) : mk(4096, 0, fit_k(sp, 512));
+    sh = w ? mk(4, fit_n(sp, sm ? 128 : 256), fit_k(sp, 512)) : mk(sm ? 600 : 4096, 0, fit_k(sp, 512));
     if (sp->static_ok) run_case(ns, sh, 79, 0, 1, 0);
 }
 END_TEST
@@ -372,11 +326,12 @@ START_TEST(huge_shapes)
         moe_scheme_spec(sch[i], MOE_OPERAND_ACT, &sp);
         ns.sp = sp;
         snprintf(ns.name, sizeof ns.name, "%s.act", moe_scheme_name(sch[i]));
-        if (sp.gran != MOE_GRAN_NONE) run_case(&ns, mk(4096, 0, 7168), 5, 1, 0, 0);
+        /* small mode: K = 7168 kept, 64 tokens; 128 experts kept, 128 x 128 each */
+        if (sp.gran != MOE_GRAN_NONE) run_case(&ns, mk(gpu_small() ? 64 : 4096, 0, 7168), 5, 1, 0, 0);
         moe_scheme_spec(sch[i], MOE_OPERAND_WEIGHT, &sp);
         ns.sp = sp;
         snprintf(ns.name, sizeof ns.name, "%s.weight", moe_scheme_name(sch[i]));
-        run_case(&ns, mk(128, 256, 512), 6, 0, 0, 0);
+        run_case(&ns, gpu_small() ? mk(128, 128, 128) : mk(128, 256, 512), 6, 0, 0, 0);
     }
 }
 END_TEST
@@ -398,15 +353,6 @@ START_TEST(empty_shapes)
 END_TEST
 
 /* ---- bad arguments: the reference's status and message ------------------------------------ */
-static char ref_msg[512];
-
-static void expect_same(moe_status ref, moe_status gpu, const char *what)
-{
-    ck_assert_msg(gpu == ref, "%s: gpu status %d, reference %d (%s)", what, (int)gpu, (int)ref, ref_msg);
-    ck_assert_msg(strcmp(moe_last_error(), ref_msg) == 0, "%s: gpu '%s', reference '%s'", what, moe_last_error(),
-                  ref_msg);
-}
-
 START_TEST(bad_arguments)
 {
     moe_quant_spec sp;
@@ -421,11 +367,9 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(moe_tensor_alloc(&stat, MOE_F32, 2, ssh), MOE_OK);
     for (int i = 0; i < 8; i++) ((float *)stat.data)[i] = i == 5 ? -1.0f : 0.5f;
     ck_assert_int_eq(moe_tensor_alloc(&y, MOE_F32, 2, sh), MOE_OK);
-    dev_of(&x, &dx), dev_of(&q, &dq), dev_of(&s, &ds), dev_of(&qbad, &dqbad), dev_of(&stat, &dstat);
-    dev_of(&y, &dy);
-    moe_status r;
+    dx = gpu_to_dev(&x), dq = gpu_to_dev(&q), ds = gpu_to_dev(&s), dqbad = gpu_to_dev(&qbad), dstat = gpu_to_dev(&stat);
+    dy = gpu_to_dev(&y);
 
-#define REF(call) (r = (call), snprintf(ref_msg, sizeof ref_msg, "%s", moe_last_error()), r)
     /* a host tensor where device memory is required */
     moe_status g = moe_cuda_quantize(&sp, &x, NULL, &dq, &ds, NULL);
     ck_assert_int_eq(g, MOE_ERR_INVALID_ARG);
@@ -434,24 +378,24 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(g, MOE_ERR_INVALID_ARG);
     ck_assert_msg(strstr(moe_last_error(), "scale: host memory") != NULL, "%s", moe_last_error());
     /* NULL spec, wrong q shape, missing scale, negative static scale, static for MX */
-    expect_same(REF(moe_ref_quantize(NULL, &x, NULL, &q, &s, NULL)), moe_cuda_quantize(NULL, &dx, NULL, &dq, &ds, NULL),
-                "NULL spec");
-    expect_same(REF(moe_ref_quantize(&sp, &x, NULL, &qbad, &s, NULL)),
-                moe_cuda_quantize(&sp, &dx, NULL, &dqbad, &ds, NULL), "q shape");
-    expect_same(REF(moe_ref_quantize(&sp, &x, NULL, &q, NULL, NULL)), moe_cuda_quantize(&sp, &dx, NULL, &dq, NULL, NULL),
-                "scale NULL");
-    expect_same(REF(moe_ref_quantize(&sp, &x, &stat, &q, &s, NULL)),
-                moe_cuda_quantize(&sp, &dx, &dstat, &dq, &ds, NULL), "negative static scale");
-    expect_same(REF(moe_ref_quantize(&sp, &x, NULL, &q, &s, &stat)),
-                moe_cuda_quantize(&sp, &dx, NULL, &dq, &ds, &dstat), "global for a non-NVFP4 spec");
+    GPU_SAME_ERROR("NULL spec", moe_ref_quantize(NULL, &x, NULL, &q, &s, NULL),
+                   moe_cuda_quantize(NULL, &dx, NULL, &dq, &ds, NULL));
+    GPU_SAME_ERROR("q shape", moe_ref_quantize(&sp, &x, NULL, &qbad, &s, NULL),
+                   moe_cuda_quantize(&sp, &dx, NULL, &dqbad, &ds, NULL));
+    GPU_SAME_ERROR("scale NULL", moe_ref_quantize(&sp, &x, NULL, &q, NULL, NULL),
+                   moe_cuda_quantize(&sp, &dx, NULL, &dq, NULL, NULL));
+    GPU_SAME_ERROR("negative static scale", moe_ref_quantize(&sp, &x, &stat, &q, &s, NULL),
+                   moe_cuda_quantize(&sp, &dx, &dstat, &dq, &ds, NULL));
+    GPU_SAME_ERROR("global for a non-NVFP4 spec", moe_ref_quantize(&sp, &x, NULL, &q, &s, &stat),
+                   moe_cuda_quantize(&sp, &dx, NULL, &dq, &ds, &dstat));
     moe_quant_spec bad = sp;
     bad.qmax = 100.0f;
-    expect_same(REF(moe_ref_quantize(&bad, &x, NULL, &q, &s, NULL)), moe_cuda_quantize(&bad, &dx, NULL, &dq, &ds, NULL),
-                "bad spec");
-    expect_same(REF(moe_ref_dequantize(&sp, &q, &s, NULL, NULL)), moe_cuda_dequantize(&sp, &dq, &ds, NULL, NULL),
-                "x_out NULL");
-    expect_same(REF(moe_ref_dequantize(&sp, &qbad, &s, NULL, &y)), moe_cuda_dequantize(&sp, &dqbad, &ds, NULL, &dy),
-                "dequant q shape");
+    GPU_SAME_ERROR("bad spec", moe_ref_quantize(&bad, &x, NULL, &q, &s, NULL),
+                   moe_cuda_quantize(&bad, &dx, NULL, &dq, &ds, NULL));
+    GPU_SAME_ERROR("x_out NULL", moe_ref_dequantize(&sp, &q, &s, NULL, NULL),
+                   moe_cuda_dequantize(&sp, &dq, &ds, NULL, NULL));
+    GPU_SAME_ERROR("dequant q shape", moe_ref_dequantize(&sp, &qbad, &s, NULL, &y),
+                   moe_cuda_dequantize(&sp, &dqbad, &ds, NULL, &dy));
     /* MX rules take no static scale; NVFP4 dequant needs its global scale */
     moe_quant_spec mx, nv;
     moe_scheme_spec(MOE_SCHEME_MXFP8, MOE_OPERAND_ACT, &mx);
@@ -459,12 +403,11 @@ START_TEST(bad_arguments)
     moe_tensor mq, ms, nq, nsc, ng, dmq, dms, dnq, dns;
     ck_assert_int_eq(moe_quant_alloc(&mx, 2, sh, &mq, &ms, NULL), MOE_OK);
     ck_assert_int_eq(moe_quant_alloc(&nv, 2, sh, &nq, &nsc, &ng), MOE_OK);
-    dev_of(&mq, &dmq), dev_of(&ms, &dms), dev_of(&nq, &dnq), dev_of(&nsc, &dns);
-    expect_same(REF(moe_ref_quantize(&mx, &x, &stat, &mq, &ms, NULL)),
-                moe_cuda_quantize(&mx, &dx, &dstat, &dmq, &dms, NULL), "static for MX");
-    expect_same(REF(moe_ref_dequantize(&nv, &nq, &nsc, NULL, &y)), moe_cuda_dequantize(&nv, &dnq, &dns, NULL, &dy),
-                "NVFP4 without global");
-#undef REF
+    dmq = gpu_to_dev(&mq), dms = gpu_to_dev(&ms), dnq = gpu_to_dev(&nq), dns = gpu_to_dev(&nsc);
+    GPU_SAME_ERROR("static for MX", moe_ref_quantize(&mx, &x, &stat, &mq, &ms, NULL),
+                   moe_cuda_quantize(&mx, &dx, &dstat, &dmq, &dms, NULL));
+    GPU_SAME_ERROR("NVFP4 without global", moe_ref_dequantize(&nv, &nq, &nsc, NULL, &y),
+                   moe_cuda_dequantize(&nv, &dnq, &dns, NULL, &dy));
     moe_tensor *hs[] = {&x, &q, &s, &qbad, &stat, &y, &mq, &ms, &nq, &nsc, &ng};
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++) moe_tensor_free(hs[i]);
     moe_tensor *ds_[] = {&dx, &dq, &ds, &dqbad, &dstat, &dy, &dmq, &dms, &dnq, &dns};
@@ -472,27 +415,19 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s)
 {
-    if (moe_cuda_backend_devices() < 1) {
-        printf("check_gpu_quant: no CUDA device; skipped\n");
-        return 77;
-    }
     build_specs();
     make_pool();
-    Suite *su = suite_create("gpu_quant");
-    TCase *tc = tcase_create("quant");
-    tcase_set_timeout(tc, 300);
+    TCase *tc = gpu_tcase(s, "quant", 300);
     tcase_add_loop_test(tc, small_shapes, 0, nspecs);
     tcase_add_loop_test(tc, large_shapes, 0, nspecs);
     tcase_add_loop_test(tc, empty_shapes, 0, nspecs);
     tcase_add_test(tc, huge_shapes);
     tcase_add_test(tc, bad_arguments);
-    suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context for the whole run */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int main(void)
+{
+    return gpu_test_main("check_gpu_quant", "gpu_quant", add_tests);
 }

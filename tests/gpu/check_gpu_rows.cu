@@ -18,90 +18,9 @@
 #include "moe/rng.h"
 #include "optimized/cuda/cuda.h"
 #include "test_util.h"
+#include "gpu_test_util.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-static moe_tensor h_new(moe_dtype d, int ndim, int64_t s0, int64_t s1, int64_t s2)
-{
-    moe_tensor t;
-    int64_t shape[3] = {s0, s1, s2};
-    ck_assert_int_eq(moe_tensor_alloc(&t, d, ndim, shape), MOE_OK);
-    return t;
-}
-
-static moe_tensor to_dev(const moe_tensor *h)
-{
-    moe_tensor d;
-    ck_assert_msg(moe_cuda_alloc(&d, h->dtype, h->ndim, h->shape) == MOE_OK, "%s", moe_last_error());
-    ck_assert_msg(moe_cuda_copy(&d, h) == MOE_OK, "%s", moe_last_error());
-    return d;
-}
-
-/* A device tensor of h's dtype and shape, zeroed, and its host twin. */
-static moe_tensor dev_like(const moe_tensor *h)
-{
-    moe_tensor d;
-    ck_assert_msg(moe_cuda_alloc(&d, h->dtype, h->ndim, h->shape) == MOE_OK, "%s", moe_last_error());
-    return d;
-}
-
-static int is_nan_elem(moe_dtype d, const uint8_t *p, int64_t i)
-{
-    if (d == MOE_F32) {
-        uint32_t u;
-        memcpy(&u, p + 4 * i, 4);
-        return (u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFFu);
-    }
-    uint16_t u;
-    memcpy(&u, p + 2 * i, 2);
-    if (d == MOE_BF16) return (u & 0x7F80u) == 0x7F80u && (u & 0x7Fu);
-    return (u & 0x7C00u) == 0x7C00u && (u & 0x3FFu); /* f16 */
-}
-
-static double elem_value(moe_dtype d, const uint8_t *p, int64_t i)
-{
-    if (d == MOE_I32) return ((const int32_t *)p)[i];
-    if (d == MOE_F32) return ((const float *)p)[i];
-    uint16_t u = ((const uint16_t *)p)[i];
-    float x;
-    uint32_t w;
-    if (d == MOE_BF16) {
-        w = (uint32_t)u << 16;
-        memcpy(&x, &w, 4);
-        return x;
-    }
-    return (double)u; /* f16: shown as its code */
-}
-
-/* got (device) equals want (host) element by element: bytes, or NaN in
- * both where nan_class (the NaN's sign and payload are not specified). */
-static void expect_same(const moe_tensor *want, const moe_tensor *got_dev, int nan_class, const char *what)
-{
-    ck_assert_int_eq(moe_cuda_synchronize(), MOE_OK);
-    moe_tensor got = h_new(want->dtype, want->ndim, want->shape[0], want->shape[1], want->shape[2]);
-    got.ndim = want->ndim;
-    for (int i = 0; i < want->ndim; i++) got.shape[i] = want->shape[i];
-    ck_assert_msg(moe_cuda_copy(&got, got_dev) == MOE_OK, "%s", moe_last_error());
-    int64_t n = moe_tensor_numel(want);
-    size_t es = want->dtype == MOE_F32 || want->dtype == MOE_I32 ? 4 : 2;
-    const uint8_t *a = (const uint8_t *)want->data, *b = (const uint8_t *)got.data;
-    int64_t bad = 0, first = -1;
-    for (int64_t i = 0; i < n; i++) {
-        if (memcmp(a + es * i, b + es * i, es) == 0) continue;
-        if (nan_class && want->dtype != MOE_I32 && is_nan_elem(want->dtype, a, i) && is_nan_elem(want->dtype, b, i))
-            continue;
-        if (bad++ == 0) first = i;
-    }
-    if (bad) {
-        uint32_t wa = 0, wb = 0;
-        memcpy(&wa, a + es * first, es);
-        memcpy(&wb, b + es * first, es);
-        ck_abort_msg("%s: %lld of %lld elements differ, first at %lld: want %.9g (0x%x), got %.9g (0x%x)", what,
-                     (long long)bad, (long long)n, (long long)first, elem_value(want->dtype, a, first), wa,
-                     elem_value(want->dtype, b, first), wb);
-    }
-    moe_tensor_free(&got);
-}
 
 static uint64_t stream_of(const char *name, int i) { return moe_rng_stream_id(name) + (uint64_t)i * 7919u; }
 
@@ -120,16 +39,7 @@ static void sprinkle_nonfinite(moe_tensor *t, uint64_t stream, unsigned per_mill
 }
 
 /* The reference's status and message for a call, then the GPU's. */
-#define SAME_ERROR(ref_call, gpu_call)                                                                  \
-    do {                                                                                                \
-        moe_status rs_ = (ref_call);                                                                    \
-        char rm_[512];                                                                                  \
-        snprintf(rm_, sizeof rm_, "%s", moe_last_error());                                              \
-        moe_status gs_ = (gpu_call);                                                                    \
-        ck_assert_msg(rs_ != MOE_OK, "the reference accepted a bad input: %s", #ref_call);              \
-        ck_assert_msg(gs_ == rs_, "%s: status %d, the reference's %d (%s)", #gpu_call, gs_, rs_, rm_);  \
-        ck_assert_str_eq(moe_last_error(), rm_);                                                        \
-    } while (0)
+#define SAME_ERROR(ref_call, gpu_call) GPU_SAME_ERROR(#gpu_call, ref_call, gpu_call)
 
 /* ---- route ------------------------------------------------------------------ */
 
@@ -168,9 +78,11 @@ static const route_case route_cases[] = {
 
 START_TEST(route_matches_reference)
 {
-    const route_case *c = &route_cases[_i];
+    route_case cs = route_cases[_i];
+    cs.M = gpu_small_cap(cs.M, 300); /* small mode: still 10 blocks of the shared-memory kernel */
+    const route_case *c = &cs;
     uint64_t st = stream_of("gpu_rows_route", _i);
-    moe_tensor lg = h_new(c->dtype, 2, c->M, c->E, 0);
+    moe_tensor lg = gpu_hnew(c->dtype, 2, c->M, c->E, 0);
     ck_assert_int_eq(moe_tensor_fill_normal(&lg, 1, st, 0.0f, 2.0f), MOE_OK);
     if (c->special == 1) {
         sprinkle_nonfinite(&lg, st + 1, 30);
@@ -180,7 +92,7 @@ START_TEST(route_matches_reference)
                 else ((uint16_t *)lg.data)[e] = 0x7E00, ((uint16_t *)lg.data)[c->E + e] = 0x7C00;
             }
     } else if (c->special == 2) { /* many equal logits: the tie rule decides */
-        moe_tensor f = h_new(MOE_F32, 2, c->M, c->E, 0);
+        moe_tensor f = gpu_hnew(MOE_F32, 2, c->M, c->E, 0);
         for (int64_t i = 0; i < c->M * c->E; i++) ((float *)f.data)[i] = (float)(moe_rng_u32(3, st, (uint64_t)i) % 4);
         if (c->dtype == MOE_F32) memcpy(lg.data, f.data, f.nbytes);
         else
@@ -192,29 +104,29 @@ START_TEST(route_matches_reference)
             }
         moe_tensor_free(&f);
     }
-    moe_tensor bias = h_new(MOE_F32, 1, c->E, 0, 0), dbias;
+    moe_tensor bias = gpu_hnew(MOE_F32, 1, c->E, 0, 0), dbias;
     memset(&dbias, 0, sizeof dbias);
     if (c->bias) {
         ck_assert_int_eq(moe_tensor_fill_normal(&bias, 2, st, 0.0f, 0.5f), MOE_OK);
         if (c->special == 2)
             for (int e = 0; e < c->E; e++) ((float *)bias.data)[e] = (float)(e % 3) * 0.25f;
-        dbias = to_dev(&bias);
+        dbias = gpu_to_dev(&bias);
     }
     moe_route_params p;
     memset(&p, 0, sizeof p);
     p.method = c->method, p.topk = c->k, p.renormalize = c->renorm, p.score = c->score;
     p.num_expert_group = c->G, p.topk_group = c->topk_group, p.routed_scaling_factor = c->scale;
-    moe_tensor ids = h_new(MOE_I32, 2, c->M, c->k, 0), w = h_new(MOE_F32, 2, c->M, c->k, 0);
+    moe_tensor ids = gpu_hnew(MOE_I32, 2, c->M, c->k, 0), w = gpu_hnew(MOE_F32, 2, c->M, c->k, 0);
     p.correction_bias = c->bias ? &bias : NULL;
     ck_assert_msg(moe_ops_ref.route(&lg, &p, &ids, &w) == MOE_OK, "%s", moe_last_error());
-    moe_tensor dlg = to_dev(&lg), dids = dev_like(&ids), dw = dev_like(&w);
+    moe_tensor dlg = gpu_to_dev(&lg), dids = gpu_dev_like(&ids), dw = gpu_dev_like(&w);
     p.correction_bias = c->bias ? &dbias : NULL;
     ck_assert_msg(moe_cuda_route(&dlg, &p, &dids, &dw) == MOE_OK, "%s: %s", c->name, moe_last_error());
     char what[128];
     snprintf(what, sizeof what, "route %s: topk_ids", c->name);
-    expect_same(&ids, &dids, 0, what);
+    gpu_expect_same(what, &ids, &dids, 0);
     snprintf(what, sizeof what, "route %s: topk_weights", c->name);
-    expect_same(&w, &dw, 0, what);
+    gpu_expect_same(what, &w, &dw, 0);
     moe_cuda_free(&dlg), moe_cuda_free(&dids), moe_cuda_free(&dw), moe_cuda_free(&dbias);
     moe_tensor_free(&lg), moe_tensor_free(&ids), moe_tensor_free(&w), moe_tensor_free(&bias);
 }
@@ -222,9 +134,9 @@ END_TEST
 
 START_TEST(route_bad_input)
 {
-    moe_tensor lg = h_new(MOE_F32, 2, 4, 8, 0), ids = h_new(MOE_I32, 2, 4, 2, 0), w = h_new(MOE_F32, 2, 4, 2, 0);
-    moe_tensor bias = h_new(MOE_F32, 1, 8, 0, 0);
-    moe_tensor dlg = to_dev(&lg), dids = dev_like(&ids), dw = dev_like(&w);
+    moe_tensor lg = gpu_hnew(MOE_F32, 2, 4, 8, 0), ids = gpu_hnew(MOE_I32, 2, 4, 2, 0), w = gpu_hnew(MOE_F32, 2, 4, 2, 0);
+    moe_tensor bias = gpu_hnew(MOE_F32, 1, 8, 0, 0);
+    moe_tensor dlg = gpu_to_dev(&lg), dids = gpu_dev_like(&ids), dw = gpu_dev_like(&w);
     moe_route_params p;
     memset(&p, 0, sizeof p);
     p.method = MOE_ROUTE_SOFTMAX_TOPK, p.topk = 2, p.routed_scaling_factor = 1.0f;
@@ -242,7 +154,7 @@ START_TEST(route_bad_input)
     /* a NaN in the bias: found by the check's scan of the bias bytes */
     p.method = MOE_ROUTE_SIGMOID_TOPK;
     ((float *)bias.data)[5] = NAN;
-    moe_tensor dbias = to_dev(&bias);
+    moe_tensor dbias = gpu_to_dev(&bias);
     p.correction_bias = &bias;
     moe_status rs = moe_ops_ref.route(&lg, &p, &ids, &w);
     char rm[512];
@@ -251,7 +163,7 @@ START_TEST(route_bad_input)
     ck_assert_int_eq(moe_cuda_route(&dlg, &p, &dids, &dw), rs);
     ck_assert_str_eq(moe_last_error(), rm);
     ck_assert_int_eq(rs, MOE_ERR_INVALID_ARG);
-    moe_tensor bad_ids = h_new(MOE_I32, 2, 4, 3, 0), dbad = dev_like(&bad_ids);
+    moe_tensor bad_ids = gpu_hnew(MOE_I32, 2, 4, 3, 0), dbad = gpu_dev_like(&bad_ids);
     p.correction_bias = NULL;
     SAME_ERROR(moe_ops_ref.route(&lg, &p, &bad_ids, &w), moe_cuda_route(&dlg, &p, &dbad, &dw));
     moe_cuda_free(&dlg), moe_cuda_free(&dids), moe_cuda_free(&dw), moe_cuda_free(&dbias), moe_cuda_free(&dbad);
@@ -274,15 +186,16 @@ START_TEST(activation_matches_reference)
     uint64_t st = stream_of("gpu_rows_act", _i);
     int64_t P = (_i % 4 == 0) ? 4096 : 301, I = (_i % 4 == 0) ? 768 : 129;
     if (_i % 4 == 0 && di != 1) P = 1024;
+    P = gpu_small_cap(P, 301), I = gpu_small_cap(I, 129);
     moe_dtype xd = storage[di], od = storage[(di + _i / 3) % 3];
-    moe_tensor x = h_new(xd, 2, P, gated ? 2 * I : I, 0), out = h_new(od, 2, P, I, 0);
+    moe_tensor x = gpu_hnew(xd, 2, P, gated ? 2 * I : I, 0), out = gpu_hnew(od, 2, P, I, 0);
     ck_assert_int_eq(moe_tensor_fill_normal(&x, 4, st, 0.0f, 4.0f), MOE_OK);
     sprinkle_nonfinite(&x, st + 1, 5);
     int nexp = 5;
-    moe_tensor re = h_new(MOE_I32, 1, P, 0, 0);
+    moe_tensor re = gpu_hnew(MOE_I32, 1, P, 0, 0);
     for (int64_t r = 0; r < P; r++) ((int32_t *)re.data)[r] = (int32_t)(moe_rng_u32(6, st, (uint64_t)r) % (nexp + 1)) - 1;
     int use_re = (_i & 1) || act == MOE_ACT_SWIGLU_BIAS;
-    moe_tensor va = h_new(MOE_F32, 1, nexp, 0, 0), vb = h_new(MOE_F32, 1, nexp, 0, 0), vl = h_new(MOE_F32, 1, nexp, 0, 0);
+    moe_tensor va = gpu_hnew(MOE_F32, 1, nexp, 0, 0), vb = gpu_hnew(MOE_F32, 1, nexp, 0, 0), vl = gpu_hnew(MOE_F32, 1, nexp, 0, 0);
     for (int e = 0; e < nexp; e++) {
         ((float *)va.data)[e] = 1.0f + 0.25f * (float)e;
         ((float *)vb.data)[e] = 0.5f * (float)e - 1.0f;
@@ -294,14 +207,14 @@ START_TEST(activation_matches_reference)
     int with_vecs = act == MOE_ACT_SWIGLU_BIAS && (_i % 3 != 1); /* else the defaults 1, 0, +Inf */
     if (with_vecs) p.swiglu_alpha = &va, p.swiglu_beta = (_i & 1) ? &vb : NULL, p.swiglu_limit = &vl;
     ck_assert_msg(moe_ops_ref.activation(&x, use_re ? &re : NULL, &p, &out) == MOE_OK, "%s", moe_last_error());
-    moe_tensor dx = to_dev(&x), dre = to_dev(&re), dout = dev_like(&out), dva = to_dev(&va), dvb = to_dev(&vb),
-               dvl = to_dev(&vl);
+    moe_tensor dx = gpu_to_dev(&x), dre = gpu_to_dev(&re), dout = gpu_dev_like(&out), dva = gpu_to_dev(&va), dvb = gpu_to_dev(&vb),
+               dvl = gpu_to_dev(&vl);
     if (with_vecs) p.swiglu_alpha = &dva, p.swiglu_beta = (_i & 1) ? &dvb : NULL, p.swiglu_limit = &dvl;
     ck_assert_msg(moe_cuda_activation(&dx, use_re ? &dre : NULL, &p, &dout) == MOE_OK, "%s", moe_last_error());
     char what[160];
     snprintf(what, sizeof what, "activation %s %s x %s out %s", moe_act_name(act),
              moe_act_layout_name((moe_act_layout)layout), moe_dtype_get(xd)->name, moe_dtype_get(od)->name);
-    expect_same(&out, &dout, 1, what);
+    gpu_expect_same(what, &out, &dout, 1);
     moe_cuda_free(&dx), moe_cuda_free(&dre), moe_cuda_free(&dout), moe_cuda_free(&dva), moe_cuda_free(&dvb),
         moe_cuda_free(&dvl);
     moe_tensor_free(&x), moe_tensor_free(&out), moe_tensor_free(&re), moe_tensor_free(&va), moe_tensor_free(&vb),
@@ -311,13 +224,13 @@ END_TEST
 
 START_TEST(activation_bad_input)
 {
-    moe_tensor x = h_new(MOE_BF16, 2, 6, 16, 0), out = h_new(MOE_BF16, 2, 6, 8, 0), re = h_new(MOE_I32, 1, 6, 0, 0);
-    moe_tensor va = h_new(MOE_F32, 1, 2, 0, 0);
-    moe_tensor dx = to_dev(&x), dout = dev_like(&out), dva = to_dev(&va);
+    moe_tensor x = gpu_hnew(MOE_BF16, 2, 6, 16, 0), out = gpu_hnew(MOE_BF16, 2, 6, 8, 0), re = gpu_hnew(MOE_I32, 1, 6, 0, 0);
+    moe_tensor va = gpu_hnew(MOE_F32, 1, 2, 0, 0);
+    moe_tensor dx = gpu_to_dev(&x), dout = gpu_dev_like(&out), dva = gpu_to_dev(&va);
     moe_act_params p = moe_act_defaults(MOE_ACT_SWIGLU_BIAS, MOE_LAYOUT_GATE_UP);
     ck_assert_int_eq(moe_cuda_activation(&dx, NULL, &p, &out), MOE_ERR_INVALID_ARG); /* host out */
     ((int32_t *)re.data)[4] = 2; /* no per-expert parameter for expert 2 */
-    moe_tensor dre = to_dev(&re);
+    moe_tensor dre = gpu_to_dev(&re);
     p.swiglu_alpha = &va;
     moe_status rs = moe_ops_ref.activation(&x, &re, &p, &out);
     char rm[512];
@@ -328,7 +241,7 @@ START_TEST(activation_bad_input)
     ck_assert_str_eq(moe_last_error(), rm);
     ((int32_t *)re.data)[4] = -2;
     moe_cuda_free(&dre);
-    dre = to_dev(&re);
+    dre = gpu_to_dev(&re);
     p = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP);
     SAME_ERROR(moe_ops_ref.activation(&x, &re, &p, &out), moe_cuda_activation(&dx, &dre, &p, &dout));
     p = moe_act_defaults(MOE_ACT_RELU2, MOE_LAYOUT_GATE_UP); /* x [6, 16] is not [P, I] */
@@ -350,23 +263,23 @@ START_TEST(war_contiguous_matches_reference)
     int woi = (_i / 3) & 1, di = _i % 3;
     static const int ks[4] = {1, 2, 4, 8};
     int k = ks[_i % 4];
-    int big = _i == 1 || _i == 11 || _i == 16;
+    int big = (_i == 1 || _i == 11 || _i == 16) && !gpu_small(); /* small mode: 333 x 200 */
     int64_t M = big ? 4096 : 333, K = big ? 2048 : 200;
     if (big) k = 8 - 4 * (_i == 11);
     uint64_t st = stream_of("gpu_rows_contig", _i);
     moe_dtype fd = storage[di], od = storage[(di + _i / 3) % 3];
-    moe_tensor fused = (_i & 1) ? h_new(fd, 3, M, k, K) : h_new(fd, 2, M * k, K, 0);
-    moe_tensor w = h_new(MOE_F32, 2, M, k, 0), out = h_new(od, 2, M, K, 0);
+    moe_tensor fused = (_i & 1) ? gpu_hnew(fd, 3, M, k, K) : gpu_hnew(fd, 2, M * k, K, 0);
+    moe_tensor w = gpu_hnew(MOE_F32, 2, M, k, 0), out = gpu_hnew(od, 2, M, K, 0);
     ck_assert_int_eq(moe_tensor_fill_normal(&fused, 7, st, 0.0f, 1.0f), MOE_OK);
     ck_assert_int_eq(moe_tensor_fill_normal(&w, 8, st, 0.3f, 0.2f), MOE_OK);
     if (!big) sprinkle_nonfinite(&fused, st + 1, 3);
     ck_assert_msg(moe_ops_ref.war_contiguous(&fused, &w, woi, sum, &out) == MOE_OK, "%s", moe_last_error());
-    moe_tensor dfused = to_dev(&fused), dw = to_dev(&w), dout = dev_like(&out);
+    moe_tensor dfused = gpu_to_dev(&fused), dw = gpu_to_dev(&w), dout = gpu_dev_like(&out);
     ck_assert_msg(moe_cuda_war_contiguous(&dfused, &dw, woi, sum, &dout) == MOE_OK, "%s", moe_last_error());
     char what[128];
     snprintf(what, sizeof what, "war_contiguous sum %d woi %d k %d %s -> %s", (int)sum, woi, k,
              moe_dtype_get(fd)->name, moe_dtype_get(od)->name);
-    expect_same(&out, &dout, 1, what);
+    gpu_expect_same(what, &out, &dout, 1);
     moe_cuda_free(&dfused), moe_cuda_free(&dw), moe_cuda_free(&dout);
     moe_tensor_free(&fused), moe_tensor_free(&w), moe_tensor_free(&out);
 }
@@ -375,17 +288,17 @@ END_TEST
 START_TEST(war_noop_matches_reference)
 {
     moe_dtype fd = storage[_i / 3], od = storage[_i % 3];
-    int64_t M = 1000 + _i, K = 2048;
-    moe_tensor fused = h_new(fd, 2, M, K, 0), out = h_new(od, 2, M, K, 0);
+    int64_t M = 1000 + _i, K = gpu_small_cap(2048, 256);
+    moe_tensor fused = gpu_hnew(fd, 2, M, K, 0), out = gpu_hnew(od, 2, M, K, 0);
     ck_assert_int_eq(moe_tensor_fill_normal(&fused, 9, stream_of("gpu_rows_noop", _i), 0.0f, 1e4f), MOE_OK);
     sprinkle_nonfinite(&fused, stream_of("gpu_rows_noop", _i) + 1, 3);
     if (fd == MOE_F32) ((float *)fused.data)[0] = 1e30f, ((float *)fused.data)[1] = 1e-41f;
     ck_assert_msg(moe_ops_ref.war_noop(&fused, &out) == MOE_OK, "%s", moe_last_error());
-    moe_tensor dfused = to_dev(&fused), dout = dev_like(&out);
+    moe_tensor dfused = gpu_to_dev(&fused), dout = gpu_dev_like(&out);
     ck_assert_msg(moe_cuda_war_noop(&dfused, &dout) == MOE_OK, "%s", moe_last_error());
     char what[96];
     snprintf(what, sizeof what, "war_noop %s -> %s", moe_dtype_get(fd)->name, moe_dtype_get(od)->name);
-    expect_same(&out, &dout, fd != od, what);
+    gpu_expect_same(what, &out, &dout, fd != od);
     moe_cuda_free(&dfused), moe_cuda_free(&dout);
     moe_tensor_free(&fused), moe_tensor_free(&out);
 }
@@ -412,24 +325,26 @@ static const naive_case naive_cases[] = {
 
 START_TEST(war_naive_batched_matches_reference)
 {
-    const naive_case *c = &naive_cases[_i];
+    naive_case cs = naive_cases[_i];
+    cs.M = gpu_small_cap(cs.M, 512), cs.K = gpu_small_cap(cs.K, 96);
+    const naive_case *c = &cs;
     uint64_t st = stream_of("gpu_rows_naive", _i);
-    moe_tensor ids = h_new(MOE_I32, 2, c->M, c->k, 0), w = h_new(MOE_F32, 2, c->M, c->k, 0);
+    moe_tensor ids = gpu_hnew(MOE_I32, 2, c->M, c->k, 0), w = gpu_hnew(MOE_F32, 2, c->M, c->k, 0);
     ck_assert_int_eq(moe_rng_topk_ids((int32_t *)ids.data, c->M, c->k, c->E, 10, st, c->neg1_pct, c->distinct),
                      MOE_OK);
     ck_assert_int_eq(moe_tensor_fill_normal(&w, 11, st, 0.3f, 0.2f), MOE_OK);
-    moe_tensor fused = h_new(c->fd, 3, c->L, c->maxt, c->K), out = h_new(c->od, 2, c->M, c->K, 0);
+    moe_tensor fused = gpu_hnew(c->fd, 3, c->L, c->maxt, c->K), out = gpu_hnew(c->od, 2, c->M, c->K, 0);
     ck_assert_int_eq(moe_tensor_fill_normal(&fused, 12, st, 0.0f, 1.0f), MOE_OK);
     ck_assert_msg(moe_ops_ref.war_naive_batched(&fused, &ids, c->woi ? NULL : &w, c->first, c->woi, &out) == MOE_OK,
                   "%s", moe_last_error());
-    moe_tensor dfused = to_dev(&fused), dids = to_dev(&ids), dw = to_dev(&w), dout = dev_like(&out);
+    moe_tensor dfused = gpu_to_dev(&fused), dids = gpu_to_dev(&ids), dw = gpu_to_dev(&w), dout = gpu_dev_like(&out);
     /* out starts dirty: the stage must write every element */
     ck_assert_int_eq(cudaMemset(dout.data, 0x5A, dout.nbytes), cudaSuccess);
     ck_assert_msg(moe_cuda_war_naive_batched(&dfused, &dids, c->woi ? NULL : &dw, c->first, c->woi, &dout) == MOE_OK,
                   "%s", moe_last_error());
     char what[64];
     snprintf(what, sizeof what, "war_naive_batched case %d", _i);
-    expect_same(&out, &dout, 1, what);
+    gpu_expect_same(what, &out, &dout, 1);
     moe_cuda_free(&dfused), moe_cuda_free(&dids), moe_cuda_free(&dw), moe_cuda_free(&dout);
     moe_tensor_free(&fused), moe_tensor_free(&ids), moe_tensor_free(&w), moe_tensor_free(&out);
 }
@@ -439,17 +354,17 @@ START_TEST(war_bad_input)
 {
     /* naive batched: an expert past max_tokens, found while computing */
     int64_t M = 64, k = 2, K = 8;
-    moe_tensor ids = h_new(MOE_I32, 2, M, k, 0), w = h_new(MOE_F32, 2, M, k, 0);
+    moe_tensor ids = gpu_hnew(MOE_I32, 2, M, k, 0), w = gpu_hnew(MOE_F32, 2, M, k, 0);
     ck_assert_int_eq(moe_rng_topk_ids((int32_t *)ids.data, M, (int)k, 4, 13, 1, 0, 1), MOE_OK);
-    moe_tensor fused = h_new(MOE_F32, 3, 4, 10, K), out = h_new(MOE_F32, 2, M, K, 0);
-    moe_tensor dids = to_dev(&ids), dw = to_dev(&w), dfused = to_dev(&fused), dout = dev_like(&out);
+    moe_tensor fused = gpu_hnew(MOE_F32, 3, 4, 10, K), out = gpu_hnew(MOE_F32, 2, M, K, 0);
+    moe_tensor dids = gpu_to_dev(&ids), dw = gpu_to_dev(&w), dfused = gpu_to_dev(&fused), dout = gpu_dev_like(&out);
     SAME_ERROR(moe_ops_ref.war_naive_batched(&fused, &ids, &w, 0, 0, &out),
                moe_cuda_war_naive_batched(&dfused, &dids, &dw, 0, 0, &dout));
     SAME_ERROR(moe_ops_ref.war_naive_batched(&fused, &ids, &w, -1, 0, &out),
                moe_cuda_war_naive_batched(&dfused, &dids, &dw, -1, 0, &dout));
     ck_assert_int_eq(moe_cuda_war_naive_batched(&dfused, &ids, &dw, 0, 0, &dout), MOE_ERR_INVALID_ARG);
     /* contiguous: a bad sum variant, a bad shape, host weights */
-    moe_tensor cf = h_new(MOE_F32, 2, M * k, K, 0), dcf = to_dev(&cf);
+    moe_tensor cf = gpu_hnew(MOE_F32, 2, M * k, K, 0), dcf = gpu_to_dev(&cf);
     SAME_ERROR(moe_ops_ref.war_contiguous(&cf, &w, 0, (moe_sum_variant)7, &out),
                moe_cuda_war_contiguous(&dcf, &dw, 0, (moe_sum_variant)7, &dout));
     SAME_ERROR(moe_ops_ref.war_contiguous(&fused, &w, 0, MOE_SUM_AUTO, &out),
@@ -483,10 +398,12 @@ static const fin_case fin_cases[] = {
 
 START_TEST(finalize_trtllm_matches_reference)
 {
-    const fin_case *c = &fin_cases[_i];
+    fin_case cs = fin_cases[_i];
+    cs.T = gpu_small_cap(cs.T, 513), cs.K = gpu_small_cap(cs.K, 100);
+    const fin_case *c = &cs;
     uint64_t st = stream_of("gpu_rows_fin", _i);
     int64_t T = c->T, k = c->k, P = T * k;
-    moe_tensor ids = h_new(MOE_I32, 2, T, k, 0), w = h_new(MOE_F32, 2, T, k, 0), map = h_new(MOE_I32, 1, P, 0, 0);
+    moe_tensor ids = gpu_hnew(MOE_I32, 2, T, k, 0), w = gpu_hnew(MOE_F32, 2, T, k, 0), map = gpu_hnew(MOE_I32, 1, P, 0, 0);
     ck_assert_int_eq(moe_rng_topk_ids((int32_t *)ids.data, T, c->k, c->E, 14, st, c->neg1_pct, 1), MOE_OK);
     ck_assert_int_eq(moe_tensor_fill_normal(&w, 15, st, 0.3f, 0.2f), MOE_OK);
     /* a permutation of the P rows (Fisher-Yates on the seeded stream); a
@@ -503,22 +420,22 @@ START_TEST(finalize_trtllm_matches_reference)
             int e = ((int32_t *)ids.data)[t * k + j] - c->first;
             if (e < 0 || e >= c->nle) pr[j * T + t] = -1;
         }
-    moe_tensor y = h_new(c->yd, 2, P, c->K, 0), bias = h_new(MOE_F32, 2, c->nle, c->K, 0), out = h_new(c->od, 2, T, c->K, 0);
+    moe_tensor y = gpu_hnew(c->yd, 2, P, c->K, 0), bias = gpu_hnew(MOE_F32, 2, c->nle, c->K, 0), out = gpu_hnew(c->od, 2, T, c->K, 0);
     ck_assert_int_eq(moe_tensor_fill_normal(&y, 17, st, 0.0f, 1.0f), MOE_OK);
     ck_assert_int_eq(moe_tensor_fill_normal(&bias, 18, st, 0.0f, 0.1f), MOE_OK);
     if (_i == 2) sprinkle_nonfinite(&y, st + 1, 3);
     ck_assert_msg(moe_ops_ref.finalize_trtllm(&y, &map, &ids, c->weights ? &w : NULL, c->bias ? &bias : NULL, c->first,
                                               c->nle, &out) == MOE_OK,
                   "%s", moe_last_error());
-    moe_tensor dy = to_dev(&y), dmap = to_dev(&map), dids = to_dev(&ids), dw = to_dev(&w), dbias = to_dev(&bias),
-               dout = dev_like(&out);
+    moe_tensor dy = gpu_to_dev(&y), dmap = gpu_to_dev(&map), dids = gpu_to_dev(&ids), dw = gpu_to_dev(&w), dbias = gpu_to_dev(&bias),
+               dout = gpu_dev_like(&out);
     ck_assert_int_eq(cudaMemset(dout.data, 0x5A, dout.nbytes), cudaSuccess);
     ck_assert_msg(moe_cuda_finalize_trtllm(&dy, &dmap, &dids, c->weights ? &dw : NULL, c->bias ? &dbias : NULL,
                                            c->first, c->nle, &dout) == MOE_OK,
                   "%s", moe_last_error());
     char what[64];
     snprintf(what, sizeof what, "finalize_trtllm case %d", _i);
-    expect_same(&out, &dout, 1, what);
+    gpu_expect_same(what, &out, &dout, 1);
     /* bad input: a local slot whose row is out of range (the check's map scan) */
     int64_t t0 = 0, j0 = -1;
     for (int64_t j = 0; j < k && j0 < 0; j++)
@@ -526,7 +443,7 @@ START_TEST(finalize_trtllm_matches_reference)
     if (j0 >= 0) {
         pr[j0 * T + t0] = (int32_t)P;
         moe_cuda_free(&dmap);
-        dmap = to_dev(&map);
+        dmap = gpu_to_dev(&map);
         SAME_ERROR(moe_ops_ref.finalize_trtllm(&y, &map, &ids, &w, NULL, c->first, c->nle, &out),
                    moe_cuda_finalize_trtllm(&dy, &dmap, &dids, &dw, NULL, c->first, c->nle, &dout));
     }
@@ -541,15 +458,9 @@ START_TEST(finalize_trtllm_matches_reference)
 }
 END_TEST
 
-int main(void)
+static void add_tests(Suite *s)
 {
-    if (moe_cuda_backend_devices() < 1) {
-        printf("check_gpu_rows: no CUDA device; skipped\n");
-        return 77;
-    }
-    Suite *s = suite_create("gpu_rows");
-    TCase *tc = tcase_create("rows");
-    tcase_set_timeout(tc, 300);
+    TCase *tc = gpu_tcase(s, "rows", 300);
     tcase_add_loop_test(tc, route_matches_reference, 0, N_ROUTE);
     tcase_add_test(tc, route_bad_input);
     tcase_add_loop_test(tc, activation_matches_reference, 0, MOE_ACT_COUNT * 9);
@@ -559,11 +470,9 @@ int main(void)
     tcase_add_loop_test(tc, war_naive_batched_matches_reference, 0, N_NAIVE);
     tcase_add_test(tc, war_bad_input);
     tcase_add_loop_test(tc, finalize_trtllm_matches_reference, 0, N_FIN);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK); /* one CUDA context for the whole run */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int main(void)
+{
+    return gpu_test_main("check_gpu_rows", "gpu_rows", add_tests);
 }

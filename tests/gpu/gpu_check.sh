@@ -9,9 +9,10 @@
 #   sweep-standard.jsonl  moe-sweep --tier standard (cuda-conform, cuda-atomic)
 #   bench-stages.tgz      moe-bench: cuda-conform per-stage times at M = 4096, one JSON per pair
 # (few files: a GPU lease returns at most eight). STEPS selects steps
-# (default: suites golden quick standard bench); SANITIZE=1 adds
-# compute-sanitizer memcheck and racecheck over the GPU suites
-# (MOE_GPU_SMALL=1 shrinks their shapes for that). Exit status: 1 when any
+# (default: suites golden quick standard bench); the step "sanitize" (or
+# SANITIZE=1) runs compute-sanitizer (SAN_TOOLS, default memcheck,
+# racecheck, initcheck, synccheck) over the GPU suites in small mode
+# (MOE_GPU_SMALL=1), SAN_JOBS at a time. Exit status: 1 when any
 # step failed (STEP_TIMEOUT, default 900 s, bounds each step). Shared libraries the tools need (cJSON, libcrypto, OpenBLAS,
 # libgomp) are taken from $BUILD/gpu-lib when present (make gpu-bundle).
 set -u
@@ -39,6 +40,31 @@ step() { # name command...
     return 0
 }
 
+# compute-sanitizer over the GPU suites in small mode (MOE_GPU_SMALL=1),
+# SAN_JOBS runs at once (each its own process and context); a report or a
+# suite failure exits non-zero (--error-exitcode)
+sanitize() {
+    d="$OUT/san"
+    mkdir -p "$d"
+    for tool in ${SAN_TOOLS:-memcheck racecheck initcheck synccheck}; do
+        for t in "$BUILD"/tests/gpu/check_gpu_*; do
+            [ -x "$t" ] && echo "$tool $t"
+        done
+    done | xargs -P "${SAN_JOBS:-8}" -L 1 sh -c '
+        n=$(basename "$2")
+        MOE_GPU_SMALL=1 timeout "${STEP_TIMEOUT:-900}" compute-sanitizer --tool "$1" --error-exitcode 9 \
+            "$2" > "'"$d"'/$1.$n.log" 2>&1
+        echo "$1 $n: exit $?" >> "'"$d"'/results"' sh
+    sort "$d/results" | tee -a "$SUM"
+    for f in "$d"/*.log; do # a clean run: its summary line; a report: its first lines
+        echo "== $f"
+        if grep -Eq "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$f" && ! grep -q "Failures: [1-9]" "$f"; then tail -n 2 "$f"; else head -n 40 "$f"; fi
+    done >> "$LOG"
+    ! grep -qv ": exit 0$" "$d/results" || fail=1
+    rm -rf "$d"
+}
+[ "${SANITIZE:-0}" = 1 ] && STEPS="$STEPS sanitize"
+
 { nvidia-smi -L 2>&1 || echo "nvidia-smi: not found"; } | tee -a "$LOG" "$SUM"
 
 for s in $STEPS; do
@@ -61,26 +87,24 @@ for s in $STEPS; do
         # every stage of the table is called by one of these pairs; one
         # JSON per pair, packed into bench-stages.tgz
         mkdir -p "$OUT/bench"
-        for ps in noep:triton_like@bf16,fp8_wblock128_agroup128 noep:permute_grouped@bf16 noep:ck_fused@bf16 \
-                  batched:naive_batched@bf16 allgather_rs:triton_like@bf16 deepep_ht:triton_like@bf16 \
-                  deepep_ll:batched_masked@bf16 pplx:batched_masked@bf16 \
-                  hybrid_ep:grouped_contig@fp8_wblock128_agroup128; do
-            pair=${ps%@*} schemes=${ps#*@}
-            step "bench $pair" "$BUILD/moe-bench" --backend cuda-conform --shape qwen3-30b-a3b --m 4096 \
-                --pair "$pair" --scheme "$schemes" --reps 5 --warmup 1 --json "$OUT/bench/$(echo "$pair" | tr : _).json"
+        # (pair@schemes@backends; cuda-atomic where it changes a stage)
+        ca=cuda-conform,cuda-atomic
+        for ps in noep:triton_like@bf16,fp8_wblock128_agroup128@$ca noep:permute_grouped@bf16@cuda-conform \
+                  noep:ck_fused@bf16@cuda-conform batched:naive_batched@bf16@cuda-conform \
+                  allgather_rs:triton_like@bf16@cuda-conform deepep_ht:triton_like@bf16@cuda-conform \
+                  deepep_ll:batched_masked@bf16@$ca pplx:batched_masked@bf16@$ca \
+                  hybrid_ep:grouped_contig@fp8_wblock128_agroup128@cuda-conform; do
+            pair=${ps%%@*} rest=${ps#*@}
+            schemes=${rest%@*} backends=${rest#*@}
+            step "bench $pair" "$BUILD/moe-bench" --backend "$backends" --shape qwen3-30b-a3b --m 4096 \
+                --pair "$pair" --scheme "$schemes" --reps "${BENCH_REPS:-3}" --warmup 1 \
+                --json "$OUT/bench/$(echo "$pair" | tr : _).json"
         done
         (cd "$OUT" && tar czf bench-stages.tgz bench && rm -rf bench) ;;
+    sanitize) sanitize ;;
     *) echo "gpu_check: unknown step '$s'" | tee -a "$SUM"; fail=1 ;;
     esac
 done
 
-if [ "${SANITIZE:-0}" = 1 ]; then
-    for tool in memcheck racecheck; do
-        for t in "$BUILD"/tests/gpu/check_gpu_*; do
-            [ -x "$t" ] || continue
-            MOE_GPU_SMALL=1 step "$tool $(basename "$t")" compute-sanitizer --tool "$tool" --error-exitcode 9 "$t"
-        done
-    done
-fi
 echo "gpu-check: $( [ $fail -eq 0 ] && echo passed || echo FAILED ); logs in $OUT" | tee -a "$SUM"
 exit $fail

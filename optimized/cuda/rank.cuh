@@ -1,5 +1,10 @@
-/* Stable bucket ranking on the GPU, shared by align.cu, sort_ck.cu and
- * maps_trtllm.cu (CUDA C++ only).
+/* Stable bucket ranking on the GPU (CUDA C++ only): the one implementation
+ * of "position of each item among the earlier items of its key, in index
+ * order" -- the reference's counting sorts and `pos[p] = next[key[p]]++`
+ * placements. align.cu, sort_ck.cu and maps_trtllm.cu drive the templated
+ * steps below with their own key and placement functors;
+ * moe_cu_stable_rank (rank.cu) runs them on an int32 key array for
+ * permute.cu and the dispatch files.
  *
  * Every index stage of the reference is a counting sort that visits the
  * (token, slot) pairs in ascending flat index and appends each to its
@@ -26,8 +31,8 @@
  * (__device__ int operator()(int64_t i) const: bucket, or -1 to drop the
  * pair), placement by another (operator()(int64_t i, int b, int64_t pos)).
  * Ranks are int32: callers keep n <= INT32_MAX. */
-#ifndef MOE_OPTIMIZED_CUDA_INDEX_RANK_CUH
-#define MOE_OPTIMIZED_CUDA_INDEX_RANK_CUH
+#ifndef MOE_OPTIMIZED_CUDA_RANK_CUH
+#define MOE_OPTIMIZED_CUDA_RANK_CUH
 
 #include <stdint.h>
 #include "cuda_internal.h"
@@ -219,5 +224,18 @@ static __device__ __forceinline__ int moe_cu_upper_bound(const int64_t *a, int n
 
 /* Scratch carving: 256-byte aligned pieces of one moe_cu_scratch region. */
 static inline size_t moe_cu_align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+/* ---- on a key array ---------------------------------------------------- */
+
+/* Scratch bytes moe_cu_stable_rank needs (256-byte aligned pieces). */
+size_t moe_cu_stable_rank_bytes(int64_t n, int nb);
+
+/* For keys in [0, nb): rank[i] = #{i' < i : keys[i'] == keys[i]}; any other
+ * key (-1: no key) gets rank -1. count[b] (may be NULL) = keys equal to b,
+ * zero for every b when n is 0. cap >= 0: flags[0] |= 1 when a count
+ * exceeds cap (cap < 0: no limit, flags may be NULL). tmp:
+ * moe_cu_stable_rank_bytes(n, nb) bytes, 256-byte aligned. */
+moe_status moe_cu_stable_rank(const int32_t *keys, int64_t n, int nb, int32_t *rank, int32_t *count, int64_t cap,
+                              int32_t *flags, void *tmp);
 
 #endif
