@@ -122,6 +122,17 @@ START_TEST(errors_and_activation)
     /* no active view: the entries refuse without calling anything */
     ck_assert_int_eq(s.ops.route(&lg, &p, &i1, &w1), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "no staged backend"));
+    /* bad arguments: named, nothing begun */
+    ck_assert_int_eq(moe_staged_begin(&fake, NULL), MOE_ERR_NULL);
+    ck_assert_int_eq(moe_staged_begin(NULL, &s2), MOE_ERR_NULL);
+    ck_assert_int_eq(moe_backend_host_begin(&fake, NULL, &h), MOE_ERR_NULL);
+    ck_assert_int_eq(moe_backend_host_begin(&fake, &s, NULL), MOE_ERR_NULL);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "host_ops"));
+    moe_ops old = fake;
+    old.abi_version = 0;
+    ck_assert_int_eq(moe_backend_host_begin(&old, &s, &h), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_null(h);
+    ck_assert_int_eq(s.ops.route(&lg, &p, &i1, &w1), MOE_ERR_INVALID_ARG); /* still none active */
     /* a host backend needs no view */
     ck_assert_int_eq(moe_backend_host_begin(&moe_ops_ref, &s, &h), MOE_OK);
     ck_assert_ptr_eq(h, &moe_ops_ref);
