@@ -176,7 +176,8 @@ int moe_cli_sweep(int argc, char **argv, FILE *out, FILE *err)
         }
         meta_line(jf, tier, seed, bk, nb, filter, jobs, with_time);
     }
-    moe_sweep_options o = {{bk[0], nb > 1 ? bk[1] : NULL, nb > 2 ? bk[2] : NULL, nb > 3 ? bk[3] : NULL}, nb, NULL, NULL};
+    moe_sweep_options o = {{NULL}, nb, NULL, NULL};
+    for (int b = 0; b < nb; b++) o.backends[b] = bk[b];
     long long cnt[MOE_VERDICT_COUNT] = {0};
     int interactive = isatty(fileno(err)) && !quiet, internal = 0;
     double t0 = wall_s();

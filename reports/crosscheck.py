@@ -10,12 +10,18 @@ nothing here imports, ports or calls the C reference.
 
 Classes:
   EXACT    layouts, routing ids, quantization codes and scales, dequantize,
-           element-wise casts: bits equal (NaN codes of f16/bf16 by class
-           and sign, since format.h leaves their payload open).
+           element-wise casts, row movement (permute.h), and the fixed-order
+           reductions of reduce.h and the EP reduce-scatter, reproduced
+           operation by operation in float32: bits equal (NaN codes of
+           f16/bf16 by class and sign, since format.h leaves their payload
+           open).
   SET      none of the stored cases asks for it (their case.json would say).
   BOUNDED  values through canonical math (routing weights, activations):
            |golden - exact| within a bound derived from the ULP errors that
-           reference/math.h states, printed per case.
+           reference/math.h states, printed per case; grouped GEMMs and the
+           unquantized forward against a float64 product under a derived
+           fp32 accumulation bound (gamma_K * sum|a*b|) plus the output
+           rounding.
 
 Usage: crosscheck.py [--golden DIR] [--filter SUBSTR] [--quiet]
 Exit 0 only when every covered case agrees; 1 on any disagreement; 2 on
@@ -1230,6 +1236,422 @@ def chk_forward(c, r):
 
 
 # ---------------------------------------------------------------------------
+# data movement (permute.h; anchors vllm_modular.md 2.7, trtllm_moe.md 2).
+# Rows are compared as raw codes (packed e2m1 unpacked two per byte, which
+# is a bijection of the bytes when H is even), so EXACT means bytes equal.
+# ---------------------------------------------------------------------------
+
+def _zero_like_rows(a, n):
+    return np.zeros((n,) + a.shape[1:], dtype=a.dtype)
+
+
+def chk_permute_rows(c, r):
+    x = c.raw("x")
+    src = c.raw("src").astype(np.int64)
+    want = _zero_like_rows(x, len(src))
+    for p, s in enumerate(src):
+        if s >= 0:
+            want[p] = x[s]
+    expect_equal("out", c.raw("out"), want)
+    r.note("gather rows out[p] = x[src[p]] (%s) EXACT" % c.dtype("x"))
+
+
+def chk_unpermute_rows(c, r):
+    y = c.raw("y")
+    dst = c.raw("dst").astype(np.int64)
+    T = c.tensors["out"]["shape"][0]
+    want = _zero_like_rows(y, T)
+    seen = set()
+    for p, d in enumerate(dst):
+        if d >= 0:
+            if d in seen:
+                raise Disagree("dst names row %d twice (contract: at most once)" % d)
+            seen.add(d)
+            want[d] = y[p]
+    expect_equal("out", c.raw("out"), want)
+    r.note("scatter rows out[dst[p]] = y[p] (%s) EXACT" % c.dtype("y"))
+
+
+def chk_expand_trtllm(c, r):
+    x = c.raw("x")
+    T = x.shape[0]
+    m = c.raw("permuted_row_to_unpermuted_row").astype(np.int64)
+    want = x[m % T]
+    expect_equal("out", c.raw("out"), want)
+    if c.has("topk_weights"):
+        w = c.raw("topk_weights").astype(np.float32)
+        sc = w[m % T, m // T]
+    else:
+        sc = np.ones(len(m), np.float32)
+    expect_f32_bits("permuted_scales", c.raw("permuted_scales"), sc)
+    r.note("TRT-LLM expand rows x[u %% T], scales w[u %% T, u / T]%s EXACT"
+           % ("" if c.has("topk_weights") else " (1.0)"))
+
+
+def _batched_members(ids, first, L):
+    """Per local expert, the tokens whose top-k row names it, ascending."""
+    return [np.nonzero((ids == first + l).any(axis=1))[0] for l in range(L)]
+
+
+def chk_batched_scatter(c, r):
+    x = c.raw("x")
+    ids = c.raw("topk_ids").astype(np.int64)
+    first = c.policy["first_expert"]
+    L, mt = c.tensors["out"]["shape"][:2]
+    want = np.zeros((L, mt) + x.shape[1:], dtype=x.dtype)
+    cnt = np.zeros(L, np.int64)
+    for l, toks in enumerate(_batched_members(ids, first, L)):
+        if len(toks) > mt:
+            raise Disagree("expert %d has %d tokens > max_tokens %d (should be an error)" % (l, len(toks), mt))
+        want[l, :len(toks)] = x[toks]
+        cnt[l] = len(toks)
+    expect_equal("counts", c.raw("counts"), cnt)
+    expect_equal("out", c.raw("out"), want)
+    r.note("batched [E_loc, max_tokens, H] layout, experts %d..%d EXACT" % (first, first + L - 1))
+
+
+def chk_permute_grouped(c, r):
+    x = c.raw("x")
+    ids = c.raw("topk_ids").astype(np.int64)
+    T, k = ids.shape
+    first = c.policy["first_expert"]
+    L = c.policy["num_local_experts"]
+    pm = c.policy["pad_multiple"]
+    cap = c.tensors["row_src"]["shape"][0]
+    flat = ids.reshape(-1)
+    rs = np.full(cap, -1, np.int64)
+    cnt = np.zeros(L, np.int64)
+    off = np.zeros(L + 1, np.int64)
+    pos = 0
+    for l in range(L):
+        idx = np.nonzero(flat == first + l)[0]  # ascending t*k + j
+        off[l] = pos
+        cnt[l] = len(idx)
+        rs[pos:pos + len(idx)] = idx
+        pos += -(-len(idx) // pm) * pm
+    off[L] = pos
+    if pos > cap:
+        raise Disagree("padded rows %d exceed the stored capacity %d" % (pos, cap))
+    want = np.zeros((cap,) + x.shape[1:], dtype=x.dtype)
+    sel = rs >= 0
+    want[sel] = x[rs[sel] // k]
+    expect_equal("counts", c.raw("counts"), cnt)
+    expect_equal("offsets", c.raw("offsets"), off)
+    expect_equal("row_src", c.raw("row_src"), rs)
+    expect_equal("out", c.raw("out"), want)
+    r.note("expert-grouped rows padded to %d, experts %d..%d EXACT" % (pm, first, first + L - 1))
+
+
+def chk_ep_allgather_dispatch(c, r):
+    R = c.policy["world_size"]
+    for src, dst in (("x", "gathered_x"), ("x_scales", "gathered_scales"),
+                     ("topk_ids", "gathered_ids"), ("topk_weights", "gathered_weights")):
+        if not c.has(src):
+            continue
+        a = c.raw(src)
+        want = a.reshape((a.shape[0] * a.shape[1],) + a.shape[2:])  # rank-major rows
+        g = c.raw(dst)
+        if c.dtype(dst) == "f32":
+            expect_f32_bits(dst, g, want)
+        else:
+            expect_equal(dst, g, want)
+    r.note("all-gather rank-major rows over %d ranks (x, scales, ids, weights) EXACT" % R)
+
+
+# ---------------------------------------------------------------------------
+# fixed-order reductions (reduce.h; anchors vllm_modular.md 2.6, 2.7 and
+# trtllm_moe.md 5.1). Each is reproduced operation by operation in float32
+# (numpy float32 + and * are IEEE RNE), with every store rounded RNE to the
+# storage dtype by fmt_encode; the results are then EXACT (bits equal).
+# ---------------------------------------------------------------------------
+
+def to_storage(dt, v32):
+    """RNE store of float32 values into dt (f32: unchanged); float32 result."""
+    v32 = np.asarray(v32, np.float32)
+    if dt == "f32":
+        return v32
+    with np.errstate(all="ignore"):
+        return fmt_decode(dt, fmt_encode(dt, v32.astype(np.float64), sat=False)).astype(np.float32)
+
+
+def expect_stored(what, c, name, want32):
+    dt = c.dtype(name)
+    if dt == "f32":
+        expect_f32_bits(what, c.raw(name), want32)
+    else:
+        with np.errstate(all="ignore"):
+            expect_codes(what, dt, c.raw(name), fmt_encode(dt, np.asarray(want32, np.float64), sat=False))
+
+
+def chk_war_noop(c, r):
+    v = c.value("fused")
+    odt = c.dtype("out")
+    if odt == "f32":
+        expect_f32_bits("out", c.raw("out"), v.astype(np.float32))
+    else:
+        with np.errstate(all="ignore"):
+            expect_codes("out", odt, c.raw("out"), fmt_encode(odt, v, sat=False))
+    r.note("copy %s -> %s RNE (overflow to Inf) EXACT" % (c.dtype("fused"), odt))
+
+
+def chk_war_contiguous(c, r):
+    dt = c.dtype("fused")
+    f = c.value("fused").astype(np.float32)
+    w = c.raw("topk_weights").astype(np.float32)
+    M, k = w.shape
+    f = f.reshape(M, k, -1)
+    with np.errstate(all="ignore"):
+        if not c.policy.get("weights_on_input"):
+            # in-place fused *= w: f32 product, stored RNE
+            f = to_storage(dt, f * w[:, :, None])
+        variant = c.policy.get("sum", "auto")
+        if variant == "auto":
+            variant = "storage_per_add" if k in (2, 3, 4) else "fp32"
+        acc = np.zeros((M, f.shape[2]), np.float32)
+        if variant == "storage_per_add":
+            for j in range(k):
+                acc = to_storage(dt, acc + f[:, j])
+        elif variant == "fp32":
+            for j in range(k):
+                acc = acc + f[:, j]
+            acc = to_storage(c.dtype("out"), acc)
+        else:
+            raise NotCovered("moe_sum variant %s" % variant)
+    expect_stored("out", c, "out", acc)
+    r.note("weight%s + moe_sum %s over k=%d ascending (%s) EXACT"
+           % (" skipped" if c.policy.get("weights_on_input") else "", variant, k, dt))
+
+
+def chk_war_naive_batched(c, r):
+    dt = c.dtype("out")
+    fz = c.value("fused").astype(np.float32)
+    ids = c.raw("topk_ids").astype(np.int64)
+    w = c.raw("topk_weights").astype(np.float32)
+    first = c.policy["first_expert"]
+    L = fz.shape[0]
+    M = ids.shape[0]
+    out = np.zeros((M, fz.shape[2]), np.float32)
+    woi = c.policy.get("weights_on_input")
+    with np.errstate(all="ignore"):
+        for l, toks in enumerate(_batched_members(ids, first, L)):
+            for i, t in enumerate(toks):
+                j = np.nonzero(ids[t] == first + l)[0][0]
+                p = fz[l, i] if woi else fz[l, i] * w[t, j]  # f32 product
+                out[t] = to_storage(dt, out[t] + p)           # f32 add, one store
+    expect_stored("out", c, "out", out)
+    r.note("NaiveBatched experts %d..%d ascending, f32 mul+add, one RNE store per expert EXACT"
+           % (first, first + L - 1))
+
+
+def _round_f32_exact(q):
+    """RNE of an exact rational to float32 (no double rounding)."""
+    from fractions import Fraction
+    if q == 0:
+        return np.float32(0.0)
+    c0 = np.float32(float(q))
+    best = None
+    for cand in (np.nextafter(c0, np.float32(-np.inf)), c0, np.nextafter(c0, np.float32(np.inf))):
+        if not np.isfinite(cand):
+            continue
+        d = abs(Fraction(float(cand)) - q)
+        even = (int(np.float32(cand).view(np.uint32)) & 1) == 0
+        key = (d, not even)
+        if best is None or key < best[0]:
+            best = (key, cand)
+    return np.float32(best[1])
+
+
+def fmaf(a, b, acc):
+    from fractions import Fraction
+    return _round_f32_exact(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(acc)))
+
+
+def chk_finalize_trtllm(c, r):
+    y = c.value("y").astype(np.float32)
+    m = c.raw("unpermuted_row_to_permuted_row").astype(np.int64)
+    ids = c.raw("topk_ids").astype(np.int64)
+    T, k = ids.shape
+    first = c.policy["first_expert"]
+    L = c.policy["num_local_experts"]
+    w = c.raw("topk_weights").astype(np.float32) if c.has("topk_weights") else np.ones((T, k), np.float32)
+    bias = c.raw("bias").astype(np.float32) if c.has("bias") else None
+    K = y.shape[1]
+    out = np.zeros((T, K), np.float32)
+    for t in range(T):
+        acc = np.zeros(K, np.float32)
+        for j in range(k):
+            e = ids[t, j]
+            if not (first <= e < first + L):
+                continue
+            row = y[m[j * T + t]]
+            s = row + bias[e - first] if bias is not None else row  # f32 add
+            acc = np.array([fmaf(w[t, j], s[i], acc[i]) for i in range(K)], np.float32)
+        out[t] = acc
+    expect_stored("out", c, "out", out)
+    r.note("TRT-LLM finalize fmaf(w, y%s, acc) over local slots, one RNE store EXACT"
+           % (" + bias" if bias is not None else ""))
+
+
+def chk_ep_reduce_scatter_combine(c, r):
+    p = c.value("partial").astype(np.float32)  # [R, R*M, H]
+    R = p.shape[0]
+    M = p.shape[1] // R
+    acc = np.zeros((R, M) + p.shape[2:], np.float32)
+    with np.errstate(all="ignore"):
+        for q in range(R):  # ranks ascending, f32 adds from 0
+            acc = acc + p[q].reshape((R, M) + p.shape[2:])
+    expect_stored("out", c, "out", acc)
+    r.note("reduce-scatter: f32 sum over %d ranks ascending, one RNE store EXACT" % R)
+
+
+# ---------------------------------------------------------------------------
+# grouped GEMM (gemm.h; vllm_modular.md 5, 6; anchors 3.3-3.5 for the scale
+# semantics). The operands are formed as the contract defines them, each an
+# exact f32 value here:
+#   DEQUANT_F32    A = f32(decode(a) * scale_a), W = f32(decode(w) * scale_w)
+#                  (NVFP4: scale = f32(f32(sf) / global), one rounding each)
+#   WEIGHT_TO_ACT  A = a as stored, W = RN_act(f32(decode(w) * scale_w))
+#   BLOCK_TILES    A, W = the decoded elements; per 128-wide k tile the tile
+#                  sum is multiplied by a_scale[p, tile] then w_scale[...]
+# The exact product is then computed in float64 (math.fsum of products that
+# are exact in float64, or, for tile scales, of float64 products of four
+# factors, each off by at most 3 units of 2^-53). The bound on the f32
+# result, before the output rounding, is derived:
+#   dot:  K fmaf from 0, one rounding each:  |e| <= gamma_K * S,
+#         S = sum_k |A_k W_k| (gamma_n = n u / (1 - n u), u = 2^-24);
+#   tiles: each term sees at most Kt + 2 + tiles roundings (tile dot, the
+#         two scale multiplies, the accumulation over tiles):
+#         |e| <= gamma_(Kt + 2 + tiles) * sum |A_k W_k a_s w_s|;
+#   bias: one more f32 add: e' = e + u (|v + bias| + e);
+#   float64 evaluation here: + gamma64(K + 4) * S (u64 = 2^-53).
+# The output rounding is then taken exactly: the stored value must lie in
+# [RN_out(v - e), RN_out(v + e)] (RN is monotone, so any f32 result within e
+# of v rounds into it); the printed bound is e + ulp_out/2.
+# ---------------------------------------------------------------------------
+
+U64 = 2.0 ** -53
+
+
+def gamma64(n):
+    return n * U64 / (1 - n * U64)
+
+
+def operand_parts(c, spec, qname, sname, gname):
+    """(decoded elements float64 [E, N, K], per-element scale float64 or
+    None); the scale already includes an NVFP4 global division."""
+    elem = spec["elem"]
+    if elem in ("int8", "int4"):
+        dq = c.raw(qname).astype(np.float64)
+    elif elem == "f32":
+        dq = c.raw(qname).astype(np.float32).astype(np.float64)
+    else:
+        dq = c.value(qname)
+    qshape = tuple(c.tensors[qname]["shape"])
+    X = dq.reshape(as_matrices(dq).shape)
+    if spec["gran"] == "none":
+        return X, None
+    E_, R, C = scale_geometry(spec, qshape)
+    sdt = c.dtype(sname)
+    lin = unlayout_scale(spec, c.raw(sname), E_, R, C)
+    if sdt == "e8m0" or spec.get("layout") == "ue8m0_pack4":
+        sv = e8m0_value(lin)
+    elif sdt == "e4m3":
+        sv = fmt_decode("e4m3", lin)
+    else:
+        sv = lin.astype(np.float32).astype(np.float64)
+    with np.errstate(all="ignore"):
+        if spec["rule"] == "nvfp4" and spec.get("use_global_scale"):
+            g = c.raw(gname).astype(np.float32).reshape(-1)
+            g = g.reshape(E_, 1, 1) if g.size == E_ else g.reshape(1, 1, 1)
+            sv = (sv.astype(np.float32) / g).astype(np.float64)
+    N, K = X.shape[1], X.shape[2]
+    if spec["gran"] == "block":
+        rows, cols = np.arange(N) // spec["block_n"], np.arange(K) // spec["group_k"]
+    elif spec["gran"] == "tensor":
+        rows, cols = np.zeros(N, int), np.zeros(K, int)
+    elif spec["gran"] == "row":
+        rows, cols = np.arange(N), np.zeros(K, int)
+    else:
+        rows, cols = np.arange(N), np.arange(K) // spec["group_k"]
+    return X, sv[:, rows][:, :, cols]
+
+
+def dequant_f32(X, S):
+    if S is None:
+        return X
+    with np.errstate(all="ignore"):
+        return (X * S).astype(np.float32).astype(np.float64)  # exact product, one f32 rounding
+
+
+def chk_grouped_gemm(c, r):
+    import math
+    pol = c.policy
+    num = pol["numerics"]
+    aspec, wspec = pol["act_spec"], pol["weight_spec"]
+    rexp = c.raw("row_expert").astype(np.int64)
+    Xa, Sa = operand_parts(c, aspec, "a", "a_scale", "a_global")
+    Xw, Sw = operand_parts(c, wspec, "w", "w_scale", "w_global")
+    A, Sa = Xa[0], (Sa[0] if Sa is not None else None)  # [P, K]
+    P, K = A.shape
+    E, N, _ = Xw.shape
+    bias = c.raw("bias").astype(np.float32).astype(np.float64) if c.has("bias") else None
+    odt = c.dtype("out")
+    v = np.zeros((P, N))
+    e = np.zeros((P, N))
+    if num == "dequant_f32":
+        A = dequant_f32(A[None], None if Sa is None else Sa[None])[0]
+        W = dequant_f32(Xw, Sw)
+    elif num == "weight_to_act":
+        adt = aspec["elem"]
+        W = to_storage(adt, dequant_f32(Xw, Sw).astype(np.float32)).astype(np.float64)
+    elif num == "block_tiles":
+        W = Xw
+        Kt = aspec.get("group_k", 128)
+        tiles = -(-K // Kt)
+    else:
+        raise NotCovered("GEMM numerics %s" % num)
+    U = 2.0 ** -24
+    with np.errstate(all="ignore"):
+        for p in range(P):
+            ex = rexp[p]
+            if ex < 0:
+                continue
+            for n in range(N):
+                if num == "block_tiles":
+                    terms = A[p] * W[ex, n] * Sa[p] * Sw[ex, n]
+                    S = float(np.sum(np.abs(terms)))
+                    v[p, n] = math.fsum(terms)
+                    e[p, n] = gamma(Kt + 2 + tiles) * S + gamma64(K + 4) * S
+                else:
+                    prods = A[p] * W[ex, n]  # exact in float64 (24 + 24 bits)
+                    S = float(np.sum(np.abs(prods)))
+                    v[p, n] = math.fsum(prods)
+                    e[p, n] = gamma(K) * S + gamma64(K + 4) * S
+                if bias is not None:
+                    v[p, n] += bias[ex, n]
+                    e[p, n] = e[p, n] + U * (abs(v[p, n]) + e[p, n]) + gamma64(2) * abs(v[p, n])
+    gold = c.value("out") if odt != "f32" else c.raw("out").astype(np.float32).astype(np.float64)
+    if not np.isfinite(v).all():
+        raise NotCovered("non-finite exact products (no bound derived for them)")
+    with np.errstate(all="ignore"):
+        lo = rn_out(odt, v - e)
+        hi = rn_out(odt, v + e)
+    ok = (gold >= lo) & (gold <= hi)
+    if not ok.all():
+        i = tuple(int(t) for t in np.argwhere(~ok)[0])
+        raise Disagree("out%s: golden %r, exact %r, derived f32 bound %.3g -> [%r, %r] (%d of %d outside)"
+                       % (list(i), float(gold[i]), float(v[i]), float(e[i]), float(lo[i]), float(hi[i]),
+                          int((~ok).sum()), ok.size))
+    d = np.abs(gold - v)
+    bnd = e + ulp_out(odt, v) / 2 if odt != "f32" else e
+    share = np.where(bnd > 0, d / np.where(bnd > 0, bnd, 1.0), 0.0)
+    j = np.unravel_index(np.argmax(share), share.shape)
+    r.note("grouped GEMM %s (%s x %s%s) float64 vs gamma_K bound, RN to %s"
+           % (num, aspec["elem"], wspec["elem"], " + bias" if bias is not None else "", odt))
+    r.bound("out", float(share[j]), float(d[j]), float(bnd[j]))
+
+
+# ---------------------------------------------------------------------------
 # driver
 # ---------------------------------------------------------------------------
 
@@ -1254,6 +1676,18 @@ HANDLERS = {
     "dequantize": chk_dequantize,
     "activation": chk_activation,
     "forward": chk_forward,
+    "permute_rows": chk_permute_rows,
+    "unpermute_rows": chk_unpermute_rows,
+    "expand_trtllm": chk_expand_trtllm,
+    "batched_scatter": chk_batched_scatter,
+    "permute_grouped": chk_permute_grouped,
+    "war_noop": chk_war_noop,
+    "war_contiguous": chk_war_contiguous,
+    "war_naive_batched": chk_war_naive_batched,
+    "finalize_trtllm": chk_finalize_trtllm,
+    "ep_allgather_dispatch": chk_ep_allgather_dispatch,
+    "ep_reduce_scatter_combine": chk_ep_reduce_scatter_combine,
+    "grouped_gemm": chk_grouped_gemm,
 }
 
 

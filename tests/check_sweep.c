@@ -272,6 +272,12 @@ START_TEST(cli_usage)
                      2);
     HAS(err_buf, "cannot write");
     ck_assert_int_ne(access("/nonexistent/dir/x.jsonl", F_OK), 0);
+    /* the default list (every known backend, more than four): each one runs
+     * or is skipped by name, none is lost */
+    ck_assert_int_eq(cli_run(moe_cli_sweep, "moe-sweep", "--filter moe.noep.ref.bf16.* --jobs 1"), 0);
+    HAS(out_buf, "0 failed");
+    HAS(out_buf, "0 errors");
+    ck_assert_ptr_null(strstr(err_buf, "(null)"));
 }
 END_TEST
 
