@@ -146,8 +146,8 @@ static void group_stats(const moe_tensor *x, const moe_q_geom *g, int64_t b, int
     st->vmin = mn;
 }
 
-static void store_scale(const moe_quant_spec *s, const moe_q_geom *g, moe_tensor *scale,
-                        int64_t b, int64_t sr, int64_t sc, const moe_q_group *grp)
+void moe_q_store_scale(const moe_quant_spec *s, const moe_q_geom *g, moe_tensor *scale, int64_t b, int64_t sr,
+                       int64_t sc, const moe_q_group *grp)
 {
     int lane;
     int64_t i = moe_q_scale_index(s, g, b, sr, sc, &lane);
@@ -237,7 +237,7 @@ moe_status moe_ref_quantize(const moe_quant_spec *spec, const moe_tensor *x,
                     group_stats(x, &g, b, r0, r1, c0, c1, &t);
                     moe_q_rule_dynamic(spec, &t, gs, &grp);
                 }
-                store_scale(spec, &g, scale_out, b, sr, sc, &grp);
+                moe_q_store_scale(spec, &g, scale_out, b, sr, sc, &grp);
                 for (int64_t r = r0; r < r1; r++)
                     for (int64_t c = c0; c < c1; c++) {
                         float v = moe_qc_step(spec, &grp, xval(x, b * g.R + r, c));

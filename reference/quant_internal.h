@@ -41,6 +41,13 @@ float moe_q_code_scale(const moe_quant_spec *spec, uint8_t code, float gs);
 float moe_q_scale_at(const moe_quant_spec *spec, const moe_q_geom *g, const void *scale, int64_t b, int64_t sr,
                      int64_t sc, float gs);
 
+/* Stores group grp's scale at (b, sr, sc) of `scale` in the spec's layout
+ * (a UE8M0 lane ORed into its packed word, an f32 value with its NaN made
+ * canonical, or the E8M0 / E4M3 code); the reference's quantize and the CPU
+ * backend's store through it. */
+void moe_q_store_scale(const moe_quant_spec *spec, const moe_q_geom *g, moe_tensor *scale, int64_t b, int64_t sr,
+                       int64_t sc, const moe_q_group *grp);
+
 /* A NaN with a fixed sign: the input's when the input x was NaN, else +. */
 float moe_q_canon_nan(float v, float x);
 /* floor / ceil of log2 v for finite v > 0 (subnormals included), exact. */

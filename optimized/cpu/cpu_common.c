@@ -81,6 +81,19 @@ void cpu_store_row(moe_dtype d, void *p, int64_t first, int64_t n, const float *
     }
 }
 
+void cpu_local_expert_keys(const int32_t *ids, int64_t T, int64_t k, int first_expert, int64_t L, int32_t *key)
+{
+#pragma omp parallel for schedule(static) if (T * k >= CPU_PAR_IDX_MIN)
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t j = 0; j < k; j++) {
+            int64_t l = (int64_t)ids[t * k + j] - first_expert;
+            int32_t b = l >= 0 && l < L ? (int32_t)l : -1;
+            for (int64_t i = 0; i < j && b >= 0; i++)
+                if (ids[t * k + i] == ids[t * k + j]) b = -1;
+            key[t * k + j] = b;
+        }
+}
+
 moe_status cpu_bucket_rank(const int32_t *key, int64_t n, int nb, int32_t *rank, int64_t *count)
 {
     int maxt = omp_get_max_threads();

@@ -178,6 +178,13 @@ MOE_INLINE void cpu_chunk(int64_t n, int part, int parts, int64_t *lo, int64_t *
  * per-thread histograms cannot be allocated. */
 moe_status cpu_bucket_rank(const int32_t *key, int64_t n, int nb, int32_t *rank, int64_t *count);
 
+/* The bucket key of each (token, slot) pair of ids [T, k] for the batched
+ * layouts: its local expert (id - first_expert, in [0, L)), or -1 when the
+ * expert is not local or an earlier slot of the row names the same expert
+ * (a token takes one row per expert: the first slot's, as the reference
+ * reads it). key has T * k entries. */
+void cpu_local_expert_keys(const int32_t *ids, int64_t T, int64_t k, int first_expert, int64_t L, int32_t *key);
+
 /* 1 when [a, a + na) and [b, b + nb) share a byte. */
 MOE_INLINE int cpu_overlap(const void *a, size_t na, const void *b, size_t nb)
 {

@@ -104,17 +104,7 @@ moe_status moe_cpu_batched_scatter(const moe_tensor *x, const moe_tensor *topk_i
         return moe_fail(MOE_ERR_NOMEM, "batched_scatter: work space");
     }
     int32_t *rank = key + n;
-    /* key of pair (t, j): its local expert, unless an earlier slot of the
-     * row names the same one (the token takes one row per expert) */
-#pragma omp parallel for schedule(static) if (n >= CPU_PAR_IDX_MIN)
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t j = 0; j < k; j++) {
-            int64_t l = (int64_t)ids[t * k + j] - first_expert;
-            int32_t b = l >= 0 && l < L ? (int32_t)l : -1;
-            for (int64_t i = 0; i < j && b >= 0; i++)
-                if (ids[t * k + i] == ids[t * k + j]) b = -1;
-            key[t * k + j] = b;
-        }
+    cpu_local_expert_keys(ids, T, k, first_expert, L, key);
     s = cpu_bucket_rank(key, n, (int)L, rank, cnt);
     if (s != MOE_OK) {
         free(key), free(cnt);

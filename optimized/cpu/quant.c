@@ -144,13 +144,8 @@ static void stats_rows(const float *x, int64_t K, int64_t r0, int64_t r1, int64_
 
 /* ---- elements ------------------------------------------------------------------ */
 
-/* the reference's step: q = cvt(clamp(canon(x / f or x * f))) before the cast */
-MOE_INLINE float canon_nan(float v, float x)
-{
-    if (v == v) return v;
-    if (x != x) return moe_u32_as_f32(moe_f32_as_u32(x) | 0x00400000u);
-    return moe_u32_as_f32(0x7FC00000u);
-}
+/* the reference's step: q = cvt(clamp(canon(x / f or x * f))) before the
+ * cast, canon being the reference's moe_qc_canon_nan (quant_core.h) */
 
 /* fmaxf(-m, fminf(v, m)) and fminf(fmaxf(v, -m), m) for m = qmax > 0: a
  * NaN v gives +m and -m; no signed-zero tie can arise against +-m. */
@@ -202,7 +197,7 @@ static void put_group(const moe_quant_spec *s, const moe_q_group *grp, const flo
         }
         for (; i < n; i++) {
             float xv = x[i], v = div ? xv / f : xv * f;
-            o[i] = cpu_enc_e4m3(clamp_spec(cl, m, canon_nan(v, xv)));
+            o[i] = cpu_enc_e4m3(clamp_spec(cl, m, moe_qc_canon_nan(v, xv)));
         }
         return;
     }
@@ -210,7 +205,7 @@ static void put_group(const moe_quant_spec *s, const moe_q_group *grp, const flo
         int8_t *o = (int8_t *)qrow + c0;
         for (int64_t i = 0; i < n; i++) {
             float xv = x[i], v = div ? xv / f : xv * f;
-            o[i] = cpu_enc_i8(clamp_spec(cl, m, canon_nan(v, xv)));
+            o[i] = cpu_enc_i8(clamp_spec(cl, m, moe_qc_canon_nan(v, xv)));
         }
         return;
     }
@@ -251,7 +246,7 @@ static void put_group_nibbles(const moe_quant_spec *s, const moe_q_group *grp, c
         uint8_t *o = (uint8_t *)qrow;
         for (int64_t i = 0; i < n; i++) {
             float xv = x[i], v = div ? xv / f : xv * f;
-            v = clamp_spec(cl, m, canon_nan(v, xv));
+            v = clamp_spec(cl, m, moe_qc_canon_nan(v, xv));
             uint8_t c = s->elem == MOE_E2M1 ? cpu_enc_e2m1(v) : (uint8_t)cpu_enc_i4(v);
             int64_t col = c0 + i;
             uint8_t *b = o + col / 2;
@@ -261,22 +256,6 @@ static void put_group_nibbles(const moe_quant_spec *s, const moe_q_group *grp, c
     }
 }
 
-static void store_scale(const moe_quant_spec *s, const moe_q_geom *g, moe_tensor *scale, int64_t b, int64_t sr,
-                        int64_t sc, const moe_q_group *grp)
-{
-    int lane;
-    int64_t i = moe_q_scale_index(s, g, b, sr, sc, &lane);
-    if (s->layout == MOE_SF_UE8M0_PACK4) {
-        uint32_t w;
-        memcpy(&w, (uint8_t *)scale->data + i * 4, 4);
-        w |= (uint32_t)grp->code << (8 * lane);
-        memcpy((uint8_t *)scale->data + i * 4, &w, 4);
-    } else if (s->scale_dtype == MOE_F32) {
-        ((float *)scale->data)[i] = canon_nan(grp->scale, 0.0f);
-    } else {
-        ((uint8_t *)scale->data)[i] = grp->code;
-    }
-}
 
 /* the group's step: a static scale (x / s) or the rule's dynamic one */
 static void group_step(const moe_quant_spec *s, const float *stat, int64_t si, const moe_q_stats *st, float gs,
@@ -332,7 +311,7 @@ moe_status moe_cpu_quantize(const moe_quant_spec *spec, const moe_tensor *x, con
                 stats_rows(xb, K, 0, g.R, 0, K, 0, &t);
                 gs = moe_q_nvfp4_global(spec, t.amax_prop);
             }
-            gs = canon_nan(gs, 0.0f);
+            gs = moe_qc_canon_nan(gs, 0.0f);
             if (global_scale_out) ((float *)global_scale_out->data)[b] = gs;
         }
         if (spec->gran == MOE_GRAN_TENSOR) {
@@ -340,7 +319,7 @@ moe_status moe_cpu_quantize(const moe_quant_spec *spec, const moe_tensor *x, con
             moe_q_group grp;
             if (!stat || spec->rule == MOE_RULE_NVFP4) stats_rows(xb, K, 0, g.R, 0, K, full, &t);
             group_step(spec, stat, b, &t, gs, &grp);
-            store_scale(spec, &g, scale_out, b, 0, 0, &grp);
+            moe_q_store_scale(spec, &g, scale_out, b, 0, 0, &grp);
 #pragma omp parallel for schedule(static) if (par)
             for (int64_t r = 0; r < g.R; r++) put_group(spec, &grp, xb + r * K, K, qb + (size_t)r * qrb, 0);
         } else if (spec->gran == MOE_GRAN_BLOCK) {
@@ -362,7 +341,7 @@ moe_status moe_cpu_quantize(const moe_quant_spec *spec, const moe_tensor *x, con
                     stats_final(&a, &t);
                 }
                 group_step(spec, stat, (b * g.SR + sr) * g.SC + sc, &t, gs, &grp);
-                store_scale(spec, &g, scale_out, b, sr, sc, &grp);
+                moe_q_store_scale(spec, &g, scale_out, b, sr, sc, &grp);
                 for (int64_t r = r0; r < r1; r++)
                     put_group(spec, &grp, xb + r * K + c0, c1 - c0, qb + (size_t)r * qrb, c0);
             }
@@ -377,7 +356,7 @@ moe_status moe_cpu_quantize(const moe_quant_spec *spec, const moe_tensor *x, con
                     moe_q_group grp;
                     if (!stat || spec->rule == MOE_RULE_NVFP4) stats_of(xb + r * K + c0, c1 - c0, full, &t);
                     group_step(spec, stat, (b * g.SR + r) * g.SC + sc, &t, gs, &grp);
-                    store_scale(spec, &g, scale_out, b, r, sc, &grp);
+                    moe_q_store_scale(spec, &g, scale_out, b, r, sc, &grp);
                     put_group(spec, &grp, xb + r * K + c0, c1 - c0, qr, c0);
                 }
             }

@@ -97,17 +97,7 @@ moe_status moe_cpu_war_naive_batched(const moe_tensor *fused, const moe_tensor *
         return moe_fail(MOE_ERR_NOMEM, "war_naive_batched: work space");
     }
     int32_t *rank = key + n;
-    /* pair (t, j) takes expert l's row when it is the row's first slot
-     * naming l (the reference reads that slot's weight) */
-#pragma omp parallel for schedule(static) if (n >= CPU_PAR_IDX_MIN)
-    for (int64_t t = 0; t < M; t++)
-        for (int64_t j = 0; j < k; j++) {
-            int64_t l = (int64_t)ids[t * k + j] - first_expert;
-            int32_t b = l >= 0 && l < L ? (int32_t)l : -1;
-            for (int64_t i = 0; i < j && b >= 0; i++)
-                if (ids[t * k + i] == ids[t * k + j]) b = -1;
-            key[t * k + j] = b;
-        }
+    cpu_local_expert_keys(ids, M, k, first_expert, L, key);
     s = cpu_bucket_rank(key, n, (int)L, rank, cnt);
     if (s == MOE_OK)
         for (int64_t l = 0; l < L; l++)
