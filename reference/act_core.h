@@ -12,6 +12,43 @@
 
 MOE_HD MOE_INLINE float moe_act_clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
 
+/* A gated activation of one (gate, up) pair, as loaded from a row of
+ * dtype xd (xd only matters for round_act_to_storage). Shared by
+ * moe_act_elem and the fused GEMM epilogue of the fast CUDA path. */
+MOE_HD MOE_INLINE float moe_act_gated(const moe_act_params *p, moe_dtype xd, float g, float u, int e, const float *va,
+                                      const float *vb, const float *vl)
+{
+    float v, a;
+    switch (p->act) {
+    case MOE_ACT_SWIGLUOAI: {
+        float gc = g < p->limit ? g : p->limit; /* min; a NaN gate stays NaN */
+        if (g != g) gc = g;
+        float uc = moe_act_clampf(u, -p->limit, p->limit);
+        v = (uc + 1.0f) * (gc * moe_sigmoidf(gc * p->alpha));
+        break;
+    }
+    case MOE_ACT_SWIGLU_CLAMP: {
+        float gc = g < p->limit ? g : p->limit;
+        if (g != g) gc = g;
+        v = moe_siluf(gc) * moe_act_clampf(u, -p->limit, p->limit);
+        break;
+    }
+    case MOE_ACT_SWIGLU_BIAS: {
+        float al = va ? va[e] : 1.0f, be = vb ? vb[e] : 0.0f, L = vl ? vl[e] : MOE_M_INF;
+        float gc = g < L ? g : L;
+        if (g != g) gc = g;
+        v = gc * moe_sigmoidf(al * gc) * (moe_act_clampf(u, -L, L) + be);
+        break;
+    }
+    default:
+        a = p->act == MOE_ACT_SILU ? moe_siluf(g) : p->act == MOE_ACT_GELU ? moe_gelu_erff(g) : moe_gelu_tanhf(g);
+        if (p->round_act_to_storage) a = moe_s_round_to(xd, a);
+        v = a * u;
+        break;
+    }
+    return v;
+}
+
 /* out[r, i] before its store. x: the input rows (dtype xd); gated: p's
  * activation reads 2I values a row; e: the row's local expert (>= 0; a -1
  * row is zeros, the caller's case); va, vb, vl: the swiglu_bias vectors'
@@ -19,9 +56,8 @@ MOE_HD MOE_INLINE float moe_act_clampf(float x, float lo, float hi) { return x <
 MOE_HD MOE_INLINE float moe_act_elem(const moe_act_params *p, int gated, moe_dtype xd, const void *x, int64_t r,
                                      int64_t i, int64_t I, int e, const float *va, const float *vb, const float *vl)
 {
-    float v;
     if (!gated) {
-        float a = moe_s_load(xd, x, r * I + i);
+        float a = moe_s_load(xd, x, r * I + i), v;
         switch (p->act) {
         /* torch's relu keeps NaN (relu(x)^2 in vLLM and TensorRT-LLM) */
         case MOE_ACT_RELU2: a = a > 0.0f || a != a ? a : 0.0f, v = a * a; break;
@@ -29,41 +65,13 @@ MOE_HD MOE_INLINE float moe_act_elem(const moe_act_params *p, int gated, moe_dty
         case MOE_ACT_GELU_NOMUL: v = moe_gelu_erff(a); break;
         default: v = a; break; /* identity */
         }
-    } else {
-        int64_t gi, ui, base = r * 2 * I;
-        if (p->layout == MOE_LAYOUT_GATE_UP) gi = base + i, ui = base + I + i;
-        else if (p->layout == MOE_LAYOUT_UP_GATE) ui = base + i, gi = base + I + i;
-        else gi = base + 2 * i, ui = base + 2 * i + 1;
-        float g = moe_s_load(xd, x, gi), u = moe_s_load(xd, x, ui), a;
-        switch (p->act) {
-        case MOE_ACT_SWIGLUOAI: {
-            float gc = g < p->limit ? g : p->limit; /* min; a NaN gate stays NaN */
-            if (g != g) gc = g;
-            float uc = moe_act_clampf(u, -p->limit, p->limit);
-            v = (uc + 1.0f) * (gc * moe_sigmoidf(gc * p->alpha));
-            break;
-        }
-        case MOE_ACT_SWIGLU_CLAMP: {
-            float gc = g < p->limit ? g : p->limit;
-            if (g != g) gc = g;
-            v = moe_siluf(gc) * moe_act_clampf(u, -p->limit, p->limit);
-            break;
-        }
-        case MOE_ACT_SWIGLU_BIAS: {
-            float al = va ? va[e] : 1.0f, be = vb ? vb[e] : 0.0f, L = vl ? vl[e] : MOE_M_INF;
-            float gc = g < L ? g : L;
-            if (g != g) gc = g;
-            v = gc * moe_sigmoidf(al * gc) * (moe_act_clampf(u, -L, L) + be);
-            break;
-        }
-        default:
-            a = p->act == MOE_ACT_SILU ? moe_siluf(g) : p->act == MOE_ACT_GELU ? moe_gelu_erff(g) : moe_gelu_tanhf(g);
-            if (p->round_act_to_storage) a = moe_s_round_to(xd, a);
-            v = a * u;
-            break;
-        }
+        return v;
     }
-    return v;
+    int64_t gi, ui, base = r * 2 * I;
+    if (p->layout == MOE_LAYOUT_GATE_UP) gi = base + i, ui = base + I + i;
+    else if (p->layout == MOE_LAYOUT_UP_GATE) ui = base + i, gi = base + I + i;
+    else gi = base + 2 * i, ui = base + 2 * i + 1;
+    return moe_act_gated(p, xd, moe_s_load(xd, x, gi), moe_s_load(xd, x, ui), e, va, vb, vl);
 }
 
 #endif

@@ -67,6 +67,11 @@ void *moe_cu_scratch(size_t bytes, moe_status *st);
 int32_t *moe_cu_flags(moe_status *st);
 moe_status moe_cu_flags_get(const int32_t *dflags, int32_t host[64]);
 
+/* grouped_gemm's device placement and reference checks (gemm.cu); on
+ * MOE_OK *row_expert holds row_expert's bytes on the host (free with
+ * moe_cu_mirror_free). */
+moe_status moe_cu_gemm_checked(const moe_gemm_args *g, const moe_tensor *out, moe_tensor *row_expert);
+
 /* Blocks for n work items at `threads` per block, at least 1, capped so a
  * grid-stride loop covers the rest. */
 static inline unsigned moe_cu_blocks(int64_t n, int threads)

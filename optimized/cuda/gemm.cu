@@ -369,9 +369,13 @@ moe_status on_host(const moe_gemm_args *g, moe_tensor *out)
 
 } // namespace
 
-extern "C" moe_status moe_cuda_grouped_gemm(const moe_gemm_args *g, moe_tensor *out)
+/* Device placement and the reference's checks on host mirrors (they read
+ * row_expert only, which comes back in *re: free it with
+ * moe_cu_mirror_free). Shared with the fast backend's grouped GEMM. */
+moe_status moe_cu_gemm_checked(const moe_gemm_args *g, const moe_tensor *out, moe_tensor *re_out)
 {
     moe_status st = MOE_OK;
+    memset(re_out, 0, sizeof *re_out);
     if (g) {
         const moe_tensor *ts[8] = {g->a, g->a_scale, g->a_global, g->w, g->w_scale, g->w_global, g->row_expert, g->bias};
         const char *names[8] = {"a", "a_scale", "a_global", "w", "w_scale", "w_global", "row_expert", "bias"};
@@ -402,6 +406,15 @@ extern "C" moe_status moe_cuda_grouped_gemm(const moe_gemm_args *g, moe_tensor *
         moe_cu_mirror_free(&re);
         return st;
     }
+    *re_out = re;
+    return MOE_OK;
+}
+
+extern "C" moe_status moe_cuda_grouped_gemm(const moe_gemm_args *g, moe_tensor *out)
+{
+    moe_tensor re;
+    moe_status st = moe_cu_gemm_checked(g, out, &re);
+    if (st != MOE_OK) return st;
 
     const int64_t P = g->a->shape[0], K = g->a->shape[1], E = g->w->shape[0], N = g->w->shape[1];
     const int32_t *rex = (const int32_t *)re.data;
