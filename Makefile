@@ -26,7 +26,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 # machine that has only the CUDA driver and libc (cudart is static too).
 CHECK_LIBDIR := $(shell pkg-config --variable=libdir check 2>/dev/null)
 GPU_CHECK_LIBS := $(CHECK_LIBDIR)/libcheck_pic.a $(CHECK_LIBDIR)/libsubunit.a -lrt -lm
-NVCCFLAGS := -std=c++17 -O2 -arch=sm_90a --fmad=false --prec-div=true --prec-sqrt=true --ftz=false --default-stream per-thread -Xcompiler -Wall -Iinclude -I.
+NVCCFLAGS := -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a --fmad=false --prec-div=true --prec-sqrt=true --ftz=false --default-stream per-thread -Xcompiler -Wall -Iinclude -I.
 
 # The CPU backend (optimized/cpu/) links OpenBLAS built with OpenMP.
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)

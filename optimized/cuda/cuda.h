@@ -57,6 +57,9 @@ moe_status moe_cuda_hep_combine_with_unpermute(const moe_hep_config *cfg, const 
  * and pplx dispatch (received rows in atomic order). */
 moe_status moe_cuda_align_block_size_atomic(const moe_tensor *topk_ids, const moe_align_params *p, moe_tensor *sorted_token_ids, moe_tensor *expert_ids, moe_tensor *num_tokens_post_pad);
 moe_status moe_cuda_deepep_ll_dispatch_atomic(const moe_deepep_ll_config *cfg, const moe_tensor *x, const moe_tensor *topk_ids, const moe_deepep_ll_recv *out);
+/* The fast backend's grouped GEMM (fast_gemm.cu): tensor cores for
+ * unscaled bf16 / f16, BOUNDED; the conformance kernel otherwise. */
+moe_status moe_cuda_fast_grouped_gemm(const moe_gemm_args *g, moe_tensor *out);
 moe_status moe_cuda_pplx_dispatch_atomic(const moe_pplx_config *cfg, const moe_tensor *x, const moe_tensor *x_scales, const moe_tensor *topk_ids, const moe_pplx_recv *out);
 
 /* memory entries (memory.cu) */

@@ -4,9 +4,9 @@
 # with an NVIDIA GPU, in one command, everything written under OUT:
 #   summary.txt           one line per step: exit status and seconds
 #   gpu-check.log         every step's output, in order
-#   golden.json           moe-golden verify on cuda-conform and cuda-atomic
-#   sweep-quick.jsonl     moe-sweep --tier quick    (cuda-conform, cuda-atomic)
-#   sweep-standard.jsonl  moe-sweep --tier standard (cuda-conform, cuda-atomic)
+#   golden.json           moe-golden verify on cuda-conform, cuda-atomic and cuda-fast
+#   sweep-quick.jsonl     moe-sweep --tier quick    (cuda-conform, cuda-atomic, cuda-fast)
+#   sweep-standard.jsonl  moe-sweep --tier standard (cuda-conform, cuda-atomic, cuda-fast)
 #   bench-stages.tgz      moe-bench: cuda-conform per-stage times at M = 4096, one JSON per pair
 # (few files: a GPU lease returns at most eight). STEPS selects steps
 # (default: suites golden quick standard bench); the step "sanitize" (or
@@ -74,13 +74,13 @@ for s in $STEPS; do
             [ -x "$t" ] && step "suite $(basename "$t")" "$t"
         done ;;
     golden)
-        step golden "$BUILD/moe-golden" verify --backend cuda-conform,cuda-atomic --json "$OUT/golden.json" ;;
+        step golden "$BUILD/moe-golden" verify --backend cuda-conform,cuda-atomic,cuda-fast --json "$OUT/golden.json" ;;
     quick)
-        step sweep-quick "$BUILD/moe-sweep" --tier quick --backend cuda-conform,cuda-atomic --jobs "$JOBS" --quiet \
+        step sweep-quick "$BUILD/moe-sweep" --tier quick --backend cuda-conform,cuda-atomic,cuda-fast --jobs "$JOBS" --quiet \
             --out "$OUT/sweep-quick.jsonl"
         tail -n 1 "$OUT/sweep-quick.jsonl" >> "$SUM" ;;
     standard)
-        step sweep-standard "$BUILD/moe-sweep" --tier standard --backend cuda-conform,cuda-atomic --jobs "$JOBS" --quiet \
+        step sweep-standard "$BUILD/moe-sweep" --tier standard --backend cuda-conform,cuda-atomic,cuda-fast --jobs "$JOBS" --quiet \
             --out "$OUT/sweep-standard.jsonl"
         tail -n 1 "$OUT/sweep-standard.jsonl" >> "$SUM" ;;
     bench)

@@ -1,0 +1,121 @@
+/* The fast experts path of the CUDA tree (moe_ops_cuda_fast's engine and
+ * moe-bench's "cuda-fast"): a whole MoE experts layer on the device with
+ * tensor cores, no host synchronization and a fixed launch sequence, so a
+ * caller may capture it in a CUDA graph.
+ *
+ *   align      one kernel: per-expert counts, rows padded to the tile
+ *              height BM, each slot (token t, choice j: t * topk + j)
+ *              placed in its expert's segment (atomic order: a row's
+ *              result does not depend on where it lands), pads -1;
+ *   GEMM1      grouped GEMM over (expert block, N tile), rows gathered
+ *              from x through the layout (no permute pass), the gated
+ *              activation in the epilogue (gate and up columns of one
+ *              output column land in the same thread), h stored in x's
+ *              dtype in the padded layout;
+ *   GEMM2      h times w2 of the block's expert; the epilogue multiplies by
+ *              the slot's router weight (f32) and either stores the slot's
+ *              row in x's dtype (deterministic: a reduce kernel then sums
+ *              the top-k slots of each token in slot order, f32, one
+ *              rounding) or adds it into an f32 accumulator with atomics
+ *              (atomic variant: a convert kernel rounds it).
+ *
+ * Tile shapes are chosen from M * topk / E (decode: 16-row tiles that
+ * stream each touched expert's weights once; prefill: 64 / 128-row tiles)
+ * and recorded in moe_cuda_fx_plan for the notes and the bench.
+ *
+ * Numerics: operands as stored (bf16 / f16), products exact in the tensor
+ * cores, f32 accumulation in the tensor cores' order (BOUNDED, not EXACT,
+ * against the reference: include/moe/bounds.h), g and u rounded to x's
+ * dtype before the activation, whose element math is the reference's
+ * (reference/act_core.h). */
+#ifndef MOE_OPTIMIZED_CUDA_FAST_H
+#define MOE_OPTIMIZED_CUDA_FAST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "moe/act.h"
+#include "moe/dtype.h"
+#include "moe/quant.h"
+#include "moe/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int M, E, topk, H, I;   /* tokens, experts, top-k, hidden, intermediate (per expert) */
+    moe_scheme scheme;      /* MOE_SCHEME_BF16 or MOE_SCHEME_F16 */
+    moe_act_params act;     /* a gated activation, layout GATE_UP (w1 rows: I gate rows, then I up rows) */
+    int atomic;             /* 0: deterministic combine, 1: atomic f32 combine */
+} moe_cuda_fx_problem;
+
+typedef struct {
+    const void *x;          /* [M, H] scheme's dtype */
+    const int32_t *topk_ids;/* [M, topk], each in [0, E), distinct per token */
+    const float *topk_w;    /* [M, topk] */
+    const void *w1;         /* [E, 2I, H] */
+    const void *w2;         /* [E, H, I] */
+    void *out;              /* [M, H] x's dtype */
+} moe_cuda_fx_args;
+
+typedef struct {
+    int bm1, bn1, bm2, bn2; /* tile heights / widths of GEMM1 (bn1: output columns of h) and GEMM2 */
+    int max_blocks;         /* grid rows launched (an upper bound of the padded blocks) */
+    int launches;           /* kernels per forward */
+    size_t workspace;       /* bytes */
+} moe_cuda_fx_plan;
+
+/* Checks the problem (host only: sizes, scheme, activation; H and I
+ * multiples of 8, E <= 1024) and fills the plan. MOE_ERR_INVALID_ARG /
+ * MOE_ERR_UNSUPPORTED with a message naming the field otherwise. */
+moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan *plan);
+
+/* One forward on `stream` (a cudaStream_t; NULL: the calling thread's
+ * default stream). workspace: device memory of plan.workspace bytes,
+ * 256-byte aligned. Asynchronous: launch errors are returned, device
+ * faults show at the next synchronization. No allocation, no host
+ * synchronization: capturable in a CUDA graph. */
+moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, const moe_cuda_fx_args *a,
+                               void *workspace, void *stream);
+
+/* The pieces, for pipelines built around other GEMMs (moe-bench's cuBLAS
+ * peer) and for the tests. A layout for M * topk slots over E experts
+ * padded to bm rows (bm = 1: no padding):
+ *   sorted[cap]          slot id (t * topk + j) of padded row r, -1 on pads
+ *   block_expert[nblk]   expert of row block b (rows b*bm .. b*bm+bm-1)
+ *   counts[E]            slots per expert
+ *   offsets[E + 1]       first padded row of each expert; offsets[E] = rows used
+ *   row_of_slot[M*topk]  padded row of each slot
+ *   num_blocks[1]        row blocks used
+ * cap = moe_cuda_fx_layout_cap(...) rows, nblk = cap / bm. */
+typedef struct {
+    int32_t *sorted, *block_expert, *counts, *offsets, *row_of_slot, *num_blocks;
+    int cap, nblk;
+} moe_cuda_fx_layout;
+
+/* rows of the padded layout in the worst case: M*topk + min(E, M*topk)*(bm-1), rounded up to bm */
+int moe_cuda_fx_layout_cap(int M, int topk, int E, int bm);
+/* bytes of a layout (256-byte aligned pieces) and carving it out of ws */
+size_t moe_cuda_fx_layout_bytes(int M, int topk, int E, int bm);
+void moe_cuda_fx_layout_carve(void *ws, int M, int topk, int E, int bm, moe_cuda_fx_layout *L);
+
+/* All asynchronous on `stream` (NULL: default stream), no host sync. dtype:
+ * MOE_BF16 or MOE_F16 (x, y, h, out). */
+moe_status moe_cuda_fx_align(const int32_t *topk_ids, int M, int topk, int E, int bm, const moe_cuda_fx_layout *L,
+                             void *stream);
+/* xs[r, :] = x[sorted[r] / topk, :] for r < rows, zeros on pads (rows <= L->cap) */
+moe_status moe_cuda_fx_gather(const void *x, moe_dtype dt, int H, int topk, const moe_cuda_fx_layout *L, int rows,
+                              void *xs, void *stream);
+/* h[r, i] = act(y1[r, i], y1[r, I + i]) for r < rows (gate-up rows of 2I), in dt */
+moe_status moe_cuda_fx_act_rows(const void *y1, int rows, int I, const moe_act_params *act, moe_dtype dt, void *h,
+                                void *stream);
+/* out[t, :] = sum over j of w[t, j] * y[row_of_slot[t*topk + j], :] in slot order, f32, one rounding to dt;
+ * topk_w NULL: the rows already carry their weights */
+moe_status moe_cuda_fx_combine(const void *y, const moe_cuda_fx_layout *L, const float *topk_w, int M, int topk, int H,
+                               moe_dtype dt, void *out, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,349 @@
+/* The tensor-core grouped GEMM of the fast path (fast.h). One CTA computes
+ * a BM x BN tile of one (row block, N tile); a row block is BM rows of one
+ * expert in the padded layout of moe_cuda_fx_align, so the grid covers
+ * (row blocks, N tiles) with blocks past *num_blocks returning at once (the
+ * grid is sized on the host from an upper bound: no host sync,
+ * graph-capturable). CTAs run in groups of row blocks, N tiles inside a
+ * group (L2 reuse of A and of the weight tiles).
+ *
+ * Data path: 16-byte cp.async of A rows (gathered through the layout: the
+ * permute pass is fused) and of B rows (the expert's weight rows, K
+ * contiguous) into a STAGES-deep ring of 64-wide k tiles; 128-byte smem
+ * rows with the 16-byte chunks XOR-swizzled by (row & 7), which is both
+ * conflict-free for ldmatrix and exactly wgmma's 128-byte swizzle (K-major);
+ * loads past K, past N and of pad rows are zero-filled by the copy engine
+ * (src-size 0), so no k tile is special-cased. Math: mma.sync m16n8k16 with
+ * ldmatrix fragments (16 and 64-row tiles), or wgmma m64nNk16 by warpgroups
+ * straight from shared memory (128-row tiles; one group kept in flight).
+ * f32 accumulators either way (NOTES.md: versions, measurements).
+ *
+ * Epilogues (Epi):
+ *   STORE      out[sorted[r], n] = acc (+ bias[e, n]), rounded once
+ *              (grouped_gemm of moe_ops_cuda_fast; rows of the layout are
+ *              the rows of out);
+ *   GATED      GEMM1 of the fused experts: the B tile interleaves 8 gate
+ *              rows and the 8 matching up rows, so the accumulators of a
+ *              gate column and of its up column sit in one thread; g and u
+ *              are rounded to T (the reference's GEMM1 output dtype), the
+ *              reference's element function (act_core.h) gives h, rounded
+ *              to T, stored at padded row r;
+ *   WSTORE     GEMM2, deterministic: y[r, n] = round_T(acc * w[slot]);
+ *   WATOMIC    GEMM2, atomic: acc_out[slot / topk, n] += acc * w[slot]. */
+#ifndef MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
+#define MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <type_traits>
+#include "moe/act.h"
+#include "reference/act_core.h"
+
+namespace fx {
+
+enum Epi { EPI_STORE = 0, EPI_GATED = 1, EPI_WSTORE = 2, EPI_WATOMIC = 3 };
+
+struct gemm_params {
+    const void *a;               /* A rows: a[(sorted[r] / a_div) * K] (a_gather) or a[r * K] */
+    int a_gather, a_div;
+    const int32_t *sorted, *block_expert, *num_blocks;
+    const void *w;               /* [E, N, K] */
+    int N, K, I;                 /* I: GATED's output width (N = 2I) */
+    void *out;                   /* STORE: [P, N]; GATED: h [cap, I]; WSTORE: y [cap, N] */
+    int out_dtype;               /* STORE: MOE_F32 / MOE_BF16 / MOE_F16 */
+    const float *bias;           /* STORE: f32 [E, N] or NULL */
+    const float *topk_w;         /* WSTORE / WATOMIC: by slot */
+    float *acc_out;              /* WATOMIC: f32 [M, N] */
+    int topk;
+    moe_act_params act;          /* GATED; layout GATE_UP */
+    int max_blocks, n_tiles, group; /* the grid (set by gemm_launch) */
+};
+
+template <class T> struct tc;
+template <> struct tc<__nv_bfloat16> {
+    static constexpr moe_dtype dt = MOE_BF16;
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+    static __device__ __forceinline__ __nv_bfloat16 rnd(float v) { return __float2bfloat16_rn(v); }
+    static __device__ __forceinline__ float f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+};
+template <> struct tc<__half> {
+    static constexpr moe_dtype dt = MOE_F16;
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b)
+    {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+    static __device__ __forceinline__ __half rnd(float v) { return __float2half_rn(v); }
+    static __device__ __forceinline__ float f32(__half v) { return __half2float(v); }
+};
+
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void ldsm_x4(uint32_t *r, uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+/* byte offset of 16-byte chunk c of row `row` in a 128-byte-row tile */
+__device__ __forceinline__ uint32_t swz(int row, int c) { return (uint32_t)(row * 128 + ((c ^ (row & 7)) << 4)); }
+
+/* WG: wgmma by warpgroups (WM = BM / 16 warps, WN = 1: warp w owns rows
+ * 16w .. 16w + 15 of the tile, which is how a warpgroup's m64 accumulator
+ * is laid out, n8 block by n8 block, exactly like an mma.sync fragment, so
+ * the epilogue is shared); otherwise mma.sync warps in a WM x WN grid. */
+/* wgmma shared-memory descriptor of a K-major tile of 128-byte rows in the
+ * 128-byte swizzle (the layout swz writes): start >> 4, leading offset 1
+ * (unused when swizzled), stride 1024 bytes between 8-row groups, mode 1 */
+__device__ __forceinline__ uint64_t smem_desc(uint32_t saddr)
+{
+    return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+#include "fast_wgmma.inc"
+
+template <class T, int BN> __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db)
+{
+    if (tc<T>::dt == MOE_BF16) {
+        if (BN == 256) wgmma_m64n256k16_bf16(d, da, db);
+        else wgmma_m64n128k16_bf16(d, da, db);
+    } else {
+        if (BN == 256) wgmma_m64n256k16_f16(d, da, db);
+        else wgmma_m64n128k16_f16(d, da, db);
+    }
+}
+
+template <int BM, int BN, int WM, int WN, int STAGES, bool WG = false> struct cfg {
+    static constexpr int NT = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MF = WTM / 16, NF = WTN / 8;
+    static constexpr int A_PER = BM * 8 / NT, B_PER = BN * 8 / NT; /* 16-byte chunks per thread per stage */
+    static constexpr int STAGE_BYTES = (BM + BN) * 128;
+    /* wgmma's 128-byte swizzle repeats every 1024 bytes: tiles start 1024-aligned */
+    static constexpr int SMEM = STAGES * STAGE_BYTES + (WG ? 1024 : 0);
+    static_assert(!WG || (WN == 1 && WTM == 16 && BM % 64 == 0 && (BN == 128 || BN == 256) && STAGE_BYTES % 1024 == 0 &&
+                          BM * 128 % 1024 == 0),
+                  "wgmma tiles: warpgroups of 64 rows, n 128 or 256");
+    static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile: whole m16 and pairs of n8 fragments");
+    static_assert(BM * 8 % NT == 0 && BN * 8 % NT == 0 && A_PER >= 1, "whole chunks per thread");
+};
+
+template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG>
+__global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
+{
+    typedef cfg<BM, BN, WM, WN, STAGES, WG> C;
+    extern __shared__ __align__(128) unsigned char smem[];
+    /* CTA order: groups of `group` row blocks, the N tiles of a group
+     * before the next group (Triton's GROUP_SIZE_M ordering): the A rows of
+     * a group stay in L2 while every N tile reads them, and an expert's
+     * weight tiles are read once per group, not once per row block; with
+     * row blocks fastest, every N tile re-read all of A from HBM */
+    const int per_group = p.group * p.n_tiles, gid = blockIdx.x / per_group, first = gid * p.group;
+    const int gsize = min(p.max_blocks - first, p.group), in = blockIdx.x % per_group;
+    const int blk = first + in % gsize, nt = in / gsize;
+    if (blk >= *p.num_blocks) return;
+    const int e = p.block_expert[blk];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
+    const int row0 = blk * BM;
+    const int K = p.K, KT = (K + 63) / 64, ck = tid & 7;
+    uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
+    if (WG) sbase = (sbase + 1023) & ~1023u;
+
+    /* each thread copies chunk ck of a fixed set of rows: pointers at k = 0 */
+    const T *arow[C::A_PER];
+    bool aval[C::A_PER];
+#pragma unroll
+    for (int i = 0; i < C::A_PER; i++) {
+        const int r = row0 + tid / 8 + i * (C::NT / 8);
+        const int s = p.sorted[r];
+        aval[i] = s >= 0;
+        const int64_t src = p.a_gather ? (s >= 0 ? s / p.a_div : 0) : r;
+        arow[i] = (const T *)p.a + src * (int64_t)K + ck * 8;
+    }
+    const T *brow[C::B_PER];
+    bool bval[C::B_PER];
+#pragma unroll
+    for (int i = 0; i < C::B_PER; i++) {
+        const int j = tid / 8 + i * (C::NT / 8);
+        int n;
+        if (EPI == EPI_GATED) {
+            const int col = nt * (BN / 2) + (j >> 4) * 8 + (j & 7);
+            bval[i] = col < p.I;
+            n = (j & 8) ? p.I + col : col;
+        } else {
+            n = nt * BN + j;
+            bval[i] = n < p.N;
+        }
+        brow[i] = (const T *)p.w + ((int64_t)e * p.N + (bval[i] ? n : 0)) * K + ck * 8;
+    }
+
+    auto load = [&](int stage, int kt) {
+        const uint32_t sa = sbase + stage * C::STAGE_BYTES, sb = sa + BM * 128;
+        const int k0 = kt * 64 + ck * 8;
+        const bool kin = k0 < K;
+#pragma unroll
+        for (int i = 0; i < C::A_PER; i++)
+            cp_async16(sa + swz(tid / 8 + i * (C::NT / 8), ck), arow[i] + (kin ? kt * 64 : 0), aval[i] && kin);
+#pragma unroll
+        for (int i = 0; i < C::B_PER; i++)
+            cp_async16(sb + swz(tid / 8 + i * (C::NT / 8), ck), brow[i] + (kin ? kt * 64 : 0), bval[i] && kin);
+    };
+
+    float acc[C::MF][C::NF][4];
+#pragma unroll
+    for (int i = 0; i < C::MF; i++)
+#pragma unroll
+        for (int j = 0; j < C::NF; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+
+    /* prefetch distance: mma.sync reads a stage only inside its iteration,
+     * so STAGES - 1 tiles ahead; wgmma keeps the previous iteration's group
+     * in flight (wait_group 1), so the stage it reads is refilled one
+     * iteration later: STAGES - 2 ahead */
+    constexpr int PF = WG ? STAGES - 2 : STAGES - 1;
+#pragma unroll
+    for (int s = 0; s < PF; s++) {
+        if (s < KT) load(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        cp_async_wait<PF - 1>();
+        /* the copy engine wrote through the generic proxy; wgmma reads
+         * through the async proxy (HOPPER.md: fence, then the barrier) */
+        if (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        __syncthreads(); /* tile kt landed for every thread; stage (kt + PF) % STAGES is free */
+        if (kt + PF < KT) load((kt + PF) % STAGES, kt + PF);
+        cp_async_commit();
+        const uint32_t sa = sbase + (kt % STAGES) * C::STAGE_BYTES, sb = sa + BM * 128;
+        if (WG) {
+            /* each warpgroup: its 64 rows of A, all BN rows of B, four k16 steps
+             * (the descriptor's start moves 32 bytes; the swizzle is applied by
+             * the hardware on the address bits) */
+            const uint64_t da = smem_desc(sa + (warp / 4) * 64 * 128), db = smem_desc(sb);
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(&acc[0][0][0], da + 2 * kk, db + 2 * kk);
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        } else {
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            uint32_t af[C::MF][4], bf[C::NF][2];
+#pragma unroll
+            for (int mi = 0; mi < C::MF; mi++) {
+                const int r = wm * C::WTM + mi * 16 + (lane & 15);
+                ldsm_x4(af[mi], sa + swz(r, kk * 2 + (lane >> 4)));
+            }
+#pragma unroll
+            for (int q = 0; q < C::NF / 2; q++) {
+                const int r = wn * C::WTN + q * 16 + (lane & 7) + ((lane >> 4) << 3);
+                uint32_t t4[4];
+                ldsm_x4(t4, sb + swz(r, kk * 2 + ((lane >> 3) & 1)));
+                bf[2 * q][0] = t4[0], bf[2 * q][1] = t4[1], bf[2 * q + 1][0] = t4[2], bf[2 * q + 1][1] = t4[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+                for (int ni = 0; ni < C::NF; ni++) tc<T>::mma(acc[mi][ni], af[mi], bf[ni]);
+        }
+        }
+    }
+    cp_async_wait<0>();
+    if (WG) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+#pragma unroll
+    for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8;
+            const int slot = p.sorted[r];
+            if (EPI != EPI_GATED && slot < 0) continue; /* pad row: nothing to store */
+            if (EPI == EPI_GATED) {
+                T *hrow = (T *)p.out + (int64_t)r * p.I;
+                /* the activation fixed at compile time: silu(g) * u written out,
+                 * swigluoai through moe_act_gated with the act field set to a
+                 * constant (folds its switch), so 64 independent evaluations a
+                 * thread interleave as straight code: through the run-time
+                 * switch the epilogue ran at 0.1 IPC and took 80% of GEMM1
+                 * (NOTES.md, v4; silu through the folded switch measured 25%
+                 * slower than written out, v5); the reference's element
+                 * expressions either way (act_core.h) */
+                auto store = [&](auto kind) {
+                    moe_act_params a = p.act;
+                    if (decltype(kind)::value >= 0) a.act = (moe_act)decltype(kind)::value;
+                    constexpr bool silu = decltype(kind)::value == MOE_ACT_SILU;
+#pragma unroll
+                    for (int q = 0; q < C::NF / 2; q++) {
+                        const int col = nt * (BN / 2) + ((wn * C::WTN) / 16 + q) * 8 + t2;
+                        if (col >= p.I) continue;
+                        T v2[2];
+#pragma unroll
+                        for (int c = 0; c < 2; c++) {
+                            const float g = tc<T>::f32(tc<T>::rnd(acc[mi][2 * q][h * 2 + c]));
+                            const float u = tc<T>::f32(tc<T>::rnd(acc[mi][2 * q + 1][h * 2 + c]));
+                            v2[c] = tc<T>::rnd(silu ? moe_siluf(g) * u : moe_act_gated(&a, tc<T>::dt, g, u, e, NULL, NULL, NULL));
+                        }
+                        /* I % 8 == 0: col + 1 < I, 4-byte aligned */
+                        *(uint32_t *)(hrow + col) = (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
+                    }
+                };
+                if (p.act.act == MOE_ACT_SILU && !p.act.round_act_to_storage) store(std::integral_constant<int, MOE_ACT_SILU>());
+                else if (p.act.act == MOE_ACT_SWIGLUOAI) store(std::integral_constant<int, MOE_ACT_SWIGLUOAI>());
+                else store(std::integral_constant<int, -1>());
+            } else {
+                const float wgt = EPI == EPI_STORE ? 1.0f : p.topk_w[slot];
+#pragma unroll
+                for (int ni = 0; ni < C::NF; ni++) {
+                    const int n = nt * BN + wn * C::WTN + ni * 8 + t2;
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        if (n + c >= p.N) continue;
+                        float v = acc[mi][ni][h * 2 + c];
+                        if (EPI == EPI_STORE) {
+                            if (p.bias) v = v + p.bias[(int64_t)e * p.N + n + c];
+                            const int64_t o = (int64_t)slot * p.N + n + c;
+                            if (p.out_dtype == MOE_F32) ((float *)p.out)[o] = v;
+                            else ((T *)p.out)[o] = tc<T>::rnd(v);
+                        } else if (EPI == EPI_WSTORE) {
+                            ((T *)p.out)[(int64_t)r * p.N + n + c] = tc<T>::rnd(v * wgt);
+                        } else {
+                            atomicAdd(p.acc_out + (int64_t)(slot / p.topk) * p.N + n + c, v * wgt);
+                        }
+                    }
+                }
+            }
+        }
+}
+
+/* the dynamic shared-memory limit of one instantiation (above 48 KB needs the attribute) */
+template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG = false> cudaError_t gemm_prepare()
+{
+    return cudaFuncSetAttribute(gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<BM, BN, WM, WN, STAGES, WG>::SMEM);
+}
+
+template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG = false>
+cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s)
+{
+    typedef cfg<BM, BN, WM, WN, STAGES, WG> C;
+    const int per_tile = EPI == EPI_GATED ? BN / 2 : BN;
+    gemm_params q = p;
+    q.max_blocks = max_blocks, q.n_tiles = (n_cols + per_tile - 1) / per_tile;
+    q.group = BM >= 64 ? 8 : 64; /* decode: the A rows are few, the weights stream once anyway */
+    gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG><<<(unsigned)((int64_t)max_blocks * q.n_tiles), C::NT, C::SMEM, s>>>(q);
+    return cudaGetLastError();
+}
+
+} // namespace fx
+
+#endif
