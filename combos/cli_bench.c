@@ -13,7 +13,15 @@
  * --ref-reps (default 1) timed runs, no warm-up. The sgemm ceiling times
  * cblas_sgemm over each expert's rows for GEMM1 and GEMM2 with distinct
  * weight buffers per expert (rotating over 8, more than the caches hold),
- * the better of two threading strategies (sgemm_ceiling). */
+ * the better of two threading strategies (sgemm_ceiling).
+ *
+ * --backend cuda-fast is another mode: the device grid of
+ * optimized/cuda/bench_gpu.h (shapes x token counts x schemes against the
+ * cuBLAS peer and ceilings measured on the GPU). It runs alone; this file
+ * only checks its options. The grid lives in the CUDA library, reached
+ * through a weak reference, so a build without CUDA (or a program that
+ * does not link it) reports the backend as not built, like the lookup of
+ * combos/backends.c. */
 #include <cblas.h>
 #undef I /* <complex.h> through cblas.h; the shapes use I for the intermediate size */
 #include <math.h>
@@ -30,6 +38,9 @@
 #include "moe/rng.h"
 #include "moe/shapes.h"
 #include "moe/stage_timer.h"
+#include "../optimized/cuda/bench_gpu.h"
+
+int moe_bench_gpu_run(const moe_bench_gpu_opts *o, FILE *out, FILE *err) __attribute__((weak));
 
 static const char USAGE[] =
     "usage: moe-bench [--backend LIST] [--shape NAME] [--m LIST] [--scheme LIST] [--pair PF:EXPERTS]\n"
@@ -38,7 +49,17 @@ static const char USAGE[] =
     "  backend (default cpu,ref), with plain OpenBLAS sgemm on the same GEMM shapes (the CPU\n"
     "  ceiling) in the same run. Defaults: --shape qwen3-30b-a3b --m 256 --scheme bf16 --reps 5\n"
     "  --warmup 1 --ref-reps 1. Shapes: deepseek-v3 mixtral-8x7b qwen3-30b-a3b gpt-oss-120b tiny.\n"
-    "  exit: 0 ok, 1 a run failed, 2 usage error\n";
+    "  exit: 0 ok, 1 a run failed, 2 usage error\n"
+    "\n"
+    "       moe-bench --backend cuda-fast [--shape LIST|all] [--m LIST] [--scheme LIST] [--skew] [--seed N]\n"
+    "                 [--reps N] [--warmup N] [--peers cublas|none] [--json FILE]\n"
+    "  The device grid (cuda-fast runs alone): the fast experts path, timed as CUDA graph replays\n"
+    "  over 4 rotating input sets, and its atomic variant, beside the cuBLAS grouped-GEMM pipeline\n"
+    "  (bf16; whole and GEMMs only), with the read, copy and dense bf16 / fp8 GEMM ceilings measured\n"
+    "  at the start; JSON \"bench-gpu\". Defaults: --shape all (deepseek-v3 mixtral-8x7b qwen3-30b-a3b\n"
+    "  gpt-oss-120b) --m 1,16,64,256,1024,4096,16384 --scheme bf16,fp8_wtensor_atensor,\n"
+    "  fp8_wchannel_atoken,fp8_wblock128_agroup128 --reps 20 --warmup 3 --seed 1 --peers cublas.\n"
+    "  Not built or no CUDA device: says so, exit 0, no JSON.\n";
 
 static double now_s(void)
 {
@@ -262,11 +283,89 @@ static int usage(FILE *err, const char *what, const char *arg)
     return 2;
 }
 
+/* token counts: 0, or the usage error's exit status */
+static int parse_ms(char **mv, int nm, int *Ms, FILE *err)
+{
+    for (int m = 0; m < nm; m++) {
+        char *end;
+        long v = strtol(mv[m], &end, 10);
+        if (*end || v < 1 || v > 1 << 20) return usage(err, "--m: token counts must be integers in [1, 2^20], not", mv[m]);
+        Ms[m] = (int)v;
+    }
+    return 0;
+}
+
+enum { G_M = 1, G_SCHEME = 2, G_REPS = 4, G_WARMUP = 8, G_SEED = 16, G_PAIR = 32, G_REF_REPS = 64 };
+
+typedef struct {
+    char *shapes;          /* LIST or "all" */
+    char **mv, **sv;
+    int nm, ns, reps, warmup, skew;
+    unsigned long long seed;
+    const char *peers, *json;
+    unsigned given;        /* G_*: options on the command line (the modes' defaults differ) */
+} device_args;
+
+static const char GRID_M[] = "1,16,64,256,1024,4096,16384";
+static const char GRID_SCHEMES[] = "bf16,fp8_wtensor_atensor,fp8_wchannel_atoken,fp8_wblock128_agroup128";
+
+/* --backend cuda-fast: the options of the device grid, then the grid (or
+ * why it cannot run here) */
+static int bench_device(char **bv, int nb, device_args *a, FILE *out, FILE *err)
+{
+    for (int b = 0; b < nb; b++)
+        if (strcmp(bv[b], "cuda-fast"))
+            return usage(err, "--backend: cuda-fast runs alone (the device grid; run other backends in another "
+                              "moe-bench), not with", bv[b]);
+    if (a->given & (G_PAIR | G_REF_REPS))
+        return usage(err, "--backend cuda-fast times the fast experts path; it takes no",
+                     a->given & G_PAIR ? "--pair" : "--ref-reps");
+    moe_bench_gpu_opts o;
+    memset(&o, 0, sizeof o);
+    char *v[32], mbuf[sizeof GRID_M], sbuf[sizeof GRID_SCHEMES];
+    int n = split_list(a->shapes, v, 32);
+    if (!n) return usage(err, "--shape needs at least one entry", a->shapes);
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(v[i], "all")) {
+            for (int j = 0; j < moe_shape_count() && o.nshapes < MOE_BENCH_GPU_MAX_SHAPES; j++)
+                if (strcmp(moe_shape_get(j)->name, "tiny")) o.shapes[o.nshapes++] = moe_shape_get(j);
+            continue;
+        }
+        const moe_shape *sh = moe_shape_find(v[i]);
+        if (!sh)
+            return usage(err, "--shape: unknown (deepseek-v3, mixtral-8x7b, qwen3-30b-a3b, gpt-oss-120b, tiny, all):", v[i]);
+        if (o.nshapes == MOE_BENCH_GPU_MAX_SHAPES) return usage(err, "--shape: at most 8 entries, at", v[i]);
+        o.shapes[o.nshapes++] = sh;
+    }
+    if (!(a->given & G_M)) a->nm = split_list(strcpy(mbuf, GRID_M), a->mv, 16);
+    if (!(a->given & G_SCHEME)) a->ns = split_list(strcpy(sbuf, GRID_SCHEMES), a->sv, 32);
+    if (a->ns > MOE_BENCH_GPU_MAX_SCHEMES) return usage(err, "--scheme: at most 16 entries, at", a->sv[16]);
+    int rc = parse_ms(a->mv, a->nm, o.ms, err);
+    if (rc) return rc;
+    o.nm = a->nm;
+    for (int s = 0; s < a->ns; s++)
+        if (moe_scheme_from_name(a->sv[s], &o.schemes[o.nschemes++])) return usage(err, "--scheme: unknown scheme", a->sv[s]);
+    if (a->peers && strcmp(a->peers, "cublas") && strcmp(a->peers, "none"))
+        return usage(err, "--peers must be cublas or none, not", a->peers);
+    o.peer_cublas = !a->peers || !strcmp(a->peers, "cublas");
+    o.skew = a->skew, o.seed = a->given & G_SEED ? a->seed : 1;
+    o.reps = a->given & G_REPS ? a->reps : 20, o.warmup = a->given & G_WARMUP ? a->warmup : 3;
+    o.json_path = a->json;
+    /* as an unavailable backend elsewhere in moe-bench: said, not an error,
+     * and no JSON (a file of skipped points would read as a run) */
+    char rt[64], dv[64], gpu[160];
+    if (!moe_bench_gpu_run) return fprintf(out, "backend cuda-fast: skipped (not built)\n"), 0;
+    if (!moe_backend_cuda_info(rt, dv, gpu, sizeof rt)) return fprintf(out, "backend cuda-fast: skipped (no CUDA device)\n"), 0;
+    return moe_bench_gpu_run(&o, out, err);
+}
+
 int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
 {
     char blist[128] = "cpu,ref", mlist[256] = "256", slist[512] = "bf16", pair[96] = "noep:triton_like";
-    const char *shape_name = "qwen3-30b-a3b", *json_path = NULL;
+    char shape_list[256] = "all";
+    const char *shape_name = "qwen3-30b-a3b", *json_path = NULL, *peers = NULL;
     int reps = 5, warmup = 1, ref_reps = 1, skew = 0;
+    unsigned given = 0;
     unsigned long long seed = 20261121ull;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -276,12 +375,14 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
         if (!v) return usage(err, "missing the value of", a);
         i++;
         if (!strcmp(a, "--backend")) snprintf(blist, sizeof blist, "%s", v);
-        else if (!strcmp(a, "--m")) snprintf(mlist, sizeof mlist, "%s", v);
-        else if (!strcmp(a, "--scheme")) snprintf(slist, sizeof slist, "%s", v);
-        else if (!strcmp(a, "--pair")) snprintf(pair, sizeof pair, "%s", v);
-        else if (!strcmp(a, "--shape")) shape_name = v;
+        else if (!strcmp(a, "--m")) snprintf(mlist, sizeof mlist, "%s", v), given |= G_M;
+        else if (!strcmp(a, "--scheme")) snprintf(slist, sizeof slist, "%s", v), given |= G_SCHEME;
+        else if (!strcmp(a, "--pair")) snprintf(pair, sizeof pair, "%s", v), given |= G_PAIR;
+        else if (!strcmp(a, "--shape")) shape_name = v, snprintf(shape_list, sizeof shape_list, "%s", v);
         else if (!strcmp(a, "--json")) json_path = v;
+        else if (!strcmp(a, "--peers")) peers = v;
         else if (!strcmp(a, "--seed")) {
+            given |= G_SEED;
             seed = strtoull(v, &end, 10);
             if (*end || !*v || *v == '-') return usage(err, "--seed must be a non-negative integer, not", v);
         }
@@ -289,11 +390,21 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
             long n = strtol(v, &end, 10);
             if (*end || n < (strcmp(a, "--warmup") ? 1 : 0) || n > 1000)
                 return usage(err, "must be an integer in [1, 1000] (warm-up from 0):", v);
-            if (!strcmp(a, "--reps")) reps = (int)n;
-            else if (!strcmp(a, "--warmup")) warmup = (int)n;
-            else ref_reps = (int)n;
+            if (!strcmp(a, "--reps")) reps = (int)n, given |= G_REPS;
+            else if (!strcmp(a, "--warmup")) warmup = (int)n, given |= G_WARMUP;
+            else ref_reps = (int)n, given |= G_REF_REPS;
         } else return usage(err, "unknown option", a);
     }
+    char *bv[4], *mv[16], *sv[32];
+    int nb = split_list(blist, bv, 4), nm = split_list(mlist, mv, 16), ns = split_list(slist, sv, 32);
+    for (int b = 0; b < nb; b++)
+        if (!strcmp(bv[b], "cuda-fast")) {
+            device_args da = {shape_list, mv, sv, nm, ns, reps, warmup, skew, seed, peers, json_path, given};
+            if (((given & G_M) && !nm) || ((given & G_SCHEME) && !ns))
+                return usage(err, "--m and --scheme need at least one entry each", !nm ? "--m" : "--scheme");
+            return bench_device(bv, nb, &da, out, err);
+        }
+    if (peers) return usage(err, "--peers applies to --backend cuda-fast only, not to", nb ? bv[0] : "");
     const moe_shape *sh = moe_shape_find(shape_name);
     if (!sh) return usage(err, "--shape: unknown (deepseek-v3, mixtral-8x7b, qwen3-30b-a3b, gpt-oss-120b, tiny):", shape_name);
     char *pf = pair, *ex = strchr(pair, ':');
@@ -301,8 +412,6 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
     *ex++ = 0;
     if (!moe_pf_find(pf)) return usage(err, "--pair: unknown prepare/finalize type (moe-compat list pf)", pf);
     if (!moe_experts_find(ex)) return usage(err, "--pair: unknown experts type (moe-compat list experts)", ex);
-    char *bv[4], *mv[16], *sv[32];
-    int nb = split_list(blist, bv, 4), nm = split_list(mlist, mv, 16), ns = split_list(slist, sv, 32);
     if (!nb || !nm || !ns)
         return usage(err, "--backend, --m and --scheme need at least one entry each", !nb ? "--backend" : !nm ? "--m" : "--scheme");
     const moe_ops *ops[4];
@@ -315,13 +424,8 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
     moe_scheme schemes[32];
     for (int s = 0; s < ns; s++)
         if (moe_scheme_from_name(sv[s], &schemes[s])) return usage(err, "--scheme: unknown scheme", sv[s]);
-    int Ms[16];
-    for (int m = 0; m < nm; m++) {
-        char *end;
-        long v = strtol(mv[m], &end, 10);
-        if (*end || v < 1 || v > 1 << 20) return usage(err, "--m: token counts must be integers in [1, 2^20], not", mv[m]);
-        Ms[m] = (int)v;
-    }
+    int Ms[16], rc = parse_ms(mv, nm, Ms, err);
+    if (rc) return rc;
     /* weights must fit: quantized storage plus the f32 staging of one matrix */
     double welems = (double)sh->E * ((moe_act_is_gated(sh->act) ? 2.0 : 1.0) * sh->I * sh->H + (double)sh->H * sh->I);
     if (welems * 6.0 > 16e9) {
