@@ -190,14 +190,30 @@ check-determinism: deps
 	done; \
 	echo "determinism: $$(wc -l < $$ref) cases, identical digests from $$(ls build/det/*.txt | wc -l) runs ($(DET_CONFIGS) x 1, 2 threads)"
 
-# make bench: moe-bench on the CPU backend against the reference and the
+# make bench: on a machine with an NVIDIA GPU and a CUDA build, the
+# cuda-fast grid (every standard shape x M 1..16384 x the four bf16 / fp8
+# schemes) against its peers, the torch peer when python3 has torch, merged
+# with floors and goals and rendered, under OUT (default $(BUILD)/bench-gpu;
+# reports/bench_gpu.sh, BENCH_GPU_ARGS overrides the selection); make
+# bench-gpu-run does the same with binaries built elsewhere (no build step).
+# Elsewhere: moe-bench on the CPU backend against the reference and the
 # OpenBLAS sgemm ceiling at Qwen3-30B-A3B's shape, M = 256, bf16 and block
 # fp8 (the README's performance figures), JSON in $(BUILD)/bench.json for
-# the report. Not a test. BENCH_ARGS overrides the selection.
+# the report. Not a test. BENCH_ARGS overrides the CPU selection.
 BENCH_ARGS ?= --backend cpu,ref --shape qwen3-30b-a3b --m 256 --scheme bf16,fp8_wblock128_agroup128
+BENCH_OUT = $(if $(OUT),$(OUT),$(BUILD)/bench-gpu)
 bench: deps
 	@$(MAKE) --no-print-directory all
-	$(BUILD)/moe-bench $(BENCH_ARGS) --json $(BUILD)/bench.json
+	@if [ "$(HAVE_NVCC)" = yes ] && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then \
+	  BUILD=$(BUILD) sh reports/bench_gpu.sh $(BENCH_OUT); \
+	else \
+	  echo "$(BUILD)/moe-bench $(BENCH_ARGS) --json $(BUILD)/bench.json"; \
+	  $(BUILD)/moe-bench $(BENCH_ARGS) --json $(BUILD)/bench.json; \
+	fi
+
+.PHONY: bench-gpu-run
+bench-gpu-run:
+	@BUILD=$(BUILD) sh reports/bench_gpu.sh $(BENCH_OUT)
 
 # Reference speed at the standard shapes (not a test; numbers for the README).
 bench-ref: $(BUILD)/bench_ref_forward

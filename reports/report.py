@@ -2,8 +2,8 @@
 """moe-conform report: sweep / golden / bench JSON -> one self-contained HTML file.
 
     python3 reports/report.py --sweep S.jsonl [--compat M.json] [--golden G.json]
-        [--golden-diff D.json] [--bench B.json] [--compare OLD.jsonl NEW.jsonl]
-        --out report.html
+        [--golden-diff D.json] [--bench B.json] [--bench-gpu merged.json]
+        [--compare OLD.jsonl NEW.jsonl] --out report.html
 
 Every input is optional but at least one is required; the formats are in
 reports/SCHEMA.md. The output has inline CSS, JS and SVG and no external
@@ -45,6 +45,9 @@ import jinja2
 from markupsafe import Markup
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.dont_write_bytecode = True   # no __pycache__ left in reports/ by the import below
+import bench_merge  # noqa: E402  (reports/bench_merge.py: the GPU bench's merge, floors and goals)
 EXIT_BAD_INPUT = 3  # DESIGN section 11: bad input files exit 3, usage errors 2
 
 # Verdicts in severity order (the default case-table order and every count table).
@@ -749,22 +752,35 @@ def log_ticks(lo, hi):
     return ticks, 10.0 ** a, 10.0 ** b
 
 
-def bench_plots(rows, backend_names):
-    """One log-log plot of median time against M per (shape, scheme, stage), a
-    line per backend. The SVG text is built here so it is deterministic."""
+# The y axes of the plots: median time (log) and share of the floor (linear).
+TIME_AXIS = {"log": True, "label": "median time (µs, log scale)", "unit": " µs",
+             "aria": "median time against M, log-log"}
+SHARE_AXIS = {"log": False, "label": "share of floor", "unit": " of floor",
+              "aria": "share of the roofline floor against M, log-x"}
+
+
+def bench_plots(rows, backend_names, group_keys=("shape", "scheme", "stage"), series_key="backend",
+                value_key="median_us", axis=TIME_AXIS, dashed=(), width=390, colors=None):
+    """One plot of value_key against M (log x) per group_keys, a line per
+    series_key, ordered as backend_names lists them (then by name); series
+    named in `dashed` are drawn dashed; `width` is the plotting area's;
+    `colors` (name: colour) keeps a series' colour the same in every plot
+    (default: the palette in each plot's own order). The SVG text is built
+    here so it is deterministic."""
     groups = {}
     for r in rows:
-        m, t = r.get("M"), r.get("median_us")
-        if not isinstance(m, (int, float)) or not isinstance(t, (int, float)) or m <= 0 or t <= 0 \
-                or not math.isfinite(t):
+        m, t = r.get("M"), r.get(value_key)
+        if not isinstance(m, (int, float)) or not isinstance(t, (int, float)) or m <= 0 \
+                or not math.isfinite(t) or (t <= 0 if axis["log"] else t < 0):
             continue
-        gk = (str(r.get("shape", "")), str(r.get("scheme", "")), str(r.get("stage", "")))
-        groups.setdefault(gk, {}).setdefault(str(r.get("backend", "?")), []).append((m, t))
+        gk = tuple(str(r.get(k, "")) for k in group_keys)
+        groups.setdefault(gk, {}).setdefault(str(r.get(series_key, "?")), []).append((m, t))
     plots = []
     for gk in sorted(groups):
         series = groups[gk]
         names = sorted(series, key=lambda b: (backend_names.index(b) if b in backend_names else len(backend_names), b))
-        plots.append({"title": " · ".join(x for x in gk if x), "svg": Markup(line_plot(series, names))})
+        plots.append({"title": " · ".join(x for x in gk if x), "key": gk,
+                      "svg": Markup(line_plot(series, names, axis, dashed, width, colors))})
     return plots
 
 
@@ -773,24 +789,35 @@ def tick_label(t):
     return f"{round(t):,}" if t >= 1 and abs(t - round(t)) < 1e-9 else fmt_num(t, 3)
 
 
-def line_plot(series, names):
+def linear_ticks(hi):
+    """Ticks from 0 to at least hi in steps of 1, 2 or 5 times a power of ten (about five)."""
+    hi = hi if hi > 0 else 1.0
+    raw = hi / 5
+    p = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * p for m in (1, 2, 5, 10) if m * p >= raw)
+    n = math.ceil(hi / step - 1e-9)
+    return [round(i * step, 12) for i in range(n + 1)], 0.0, n * step
+
+
+def line_plot(series, names, axis=TIME_AXIS, dashed=(), width=390, colors=None):
     # The legend column is as wide as the longest series name.
     R = 50 + 7 * max(len(n) for n in names)
     ms = sorted({m for s in series.values() for m, _ in s})
     ts = [t for s in series.values() for _, t in s]
-    yt, ylo, yhi = log_ticks(min(ts), max(ts))
+    ylog = axis["log"]
+    yt, ylo, yhi = log_ticks(min(ts), max(ts)) if ylog else linear_ticks(max(ts))
     # The left margin clears the widest tick label and the rotated axis title.
     L = 34 + 7 * max(len(tick_label(t)) for t in yt)
-    W, H, T, B = 390 + L + R, 320, 16, 50
+    W, H, T, B = width + L + R, 320, 16, 50
     pw, ph = W - L - R, H - T - B
     x0, x1 = math.log2(ms[0]), math.log2(ms[-1])
     if x0 == x1:
         x0, x1 = x0 - 1, x1 + 1
-    y0, y1 = math.log10(ylo), math.log10(yhi)
+    y0, y1 = (math.log10(ylo), math.log10(yhi)) if ylog else (ylo, yhi)
     X = lambda m: L + (math.log2(m) - x0) / (x1 - x0) * pw
-    Y = lambda t: T + ph - (math.log10(t) - y0) / (y1 - y0) * ph
+    Y = lambda t: T + ph - ((math.log10(t) if ylog else t) - y0) / (y1 - y0) * ph
     o = [f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" '
-         f'role="img" aria-label="median time against M, log-log">']
+         f'role="img" aria-label="{axis["aria"]}">']
     o.append(f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" class="plot-bg"/>')
     for t in yt:
         y = Y(t)
@@ -803,17 +830,19 @@ def line_plot(series, names):
         o.append(f'<text x="{x:.1f}" y="{T + ph + 16}" text-anchor="middle">{esc(fmt_num(m))}</text>')
     o.append(f'<text x="{L + pw / 2:.1f}" y="{H - 8}" text-anchor="middle" class="axis-label">M (tokens, log scale)</text>')
     o.append(f'<text transform="translate(16 {T + ph / 2:.1f}) rotate(-90)" text-anchor="middle" '
-             f'class="axis-label">median time (µs, log scale)</text>')
+             f'class="axis-label">{esc(axis["label"])}</text>')
     for i, name in enumerate(names):
-        col = PALETTE[i % len(PALETTE)]
+        col = colors[name] if colors and name in colors else PALETTE[i % len(PALETTE)]
+        dash = ' stroke-dasharray="6 4"' if name in dashed else ""
         pts = sorted(series[name])
         path = " ".join(f"{X(m):.1f},{Y(t):.1f}" for m, t in pts)
-        o.append(f'<polyline points="{path}" fill="none" stroke="{col}" stroke-width="2"/>')
+        o.append(f'<polyline points="{path}" fill="none" stroke="{col}" stroke-width="2"{dash}/>')
         for m, t in pts:
             o.append(f'<circle cx="{X(m):.1f}" cy="{Y(t):.1f}" r="3.5" fill="{col}">'
-                     f'<title>{esc(name)}: M = {esc(fmt_num(m))}, {esc(fmt_num(t))} µs</title></circle>')
+                     f'<title>{esc(name)}: M = {esc(fmt_num(m))}, {esc(fmt_num(t))}{axis["unit"]}</title></circle>')
         ly = T + 14 + i * 20
-        o.append(f'<line x1="{L + pw + 14}" x2="{L + pw + 34}" y1="{ly - 4}" y2="{ly - 4}" stroke="{col}" stroke-width="2"/>')
+        o.append(f'<line x1="{L + pw + 14}" x2="{L + pw + 34}" y1="{ly - 4}" y2="{ly - 4}" stroke="{col}" '
+                 f'stroke-width="2"{dash}/>')
         o.append(f'<text x="{L + pw + 40}" y="{ly}">{esc(name)}</text>')
     o.append("</svg>")
     return "\n".join(o)
@@ -840,6 +869,119 @@ def bench_view(bench):
             "rows": table, "plots": bench_plots(rows, order)}
 
 
+def load_bench_gpu(path):
+    """bench_merge.py's output, or one producer's bench-gpu file (merged here)."""
+    try:
+        return bench_merge.load_merged(path)
+    except bench_merge.BadInput as e:
+        raise InputError(str(e)) from None
+
+
+def num_or_dash(v, fmt=fmt_plain):
+    return fmt(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
+
+
+def ratio_text(v):
+    return f"{v:.2f}×" if isinstance(v, (int, float)) and not isinstance(v, bool) else "—"
+
+
+def goal_item_text(it):
+    s = f"{it.get('shape')} M={it.get('M')} {it.get('scheme')}"
+    if it.get("routing") not in (None, "uniform"):
+        s += f" ({it['routing']})"
+    if isinstance(it.get("value"), (int, float)):
+        s += f": {fmt_num(it['value'], 3)}"
+    if it.get("why"):
+        s += f": {it['why']}"
+    return s
+
+
+def bench_gpu_view(doc, path):
+    """The GPU performance section: ceilings, goals, plots per shape x scheme
+    (time and share of floor against M, a line per impl) and the table."""
+    meta, points, summ = doc["meta"], doc["points"], doc["summary"]
+    ceil = meta.get("ceilings") or {}
+    src, why = ceil.get("from") or {}, ceil.get("why") or {}
+    unit = {"read_tbs": "TB/s", "copy_tbs": "TB/s", "bf16_dense_tflops": "TFLOP/s", "fp8_dense_tflops": "TFLOP/s"}
+    label = {"read_tbs": "read bandwidth (streaming kernel)", "copy_tbs": "copy bandwidth",
+             "bf16_dense_tflops": "bf16 dense peak (best measured)",
+             "fp8_dense_tflops": "fp8 dense peak (best measured)"}
+    ceilings = [(label[k], f"{fmt_num(ceil[k], 4)} {unit[k]}" + (f" — {src[k]}" if src.get(k) else "")
+                 if isinstance(ceil.get(k), (int, float)) else
+                 "not measured" + (f" ({why[k]})" if why.get(k) else "")) for k in unit]
+    info = [(k, fmt_meta(meta[k])) for k in ("gpu", "seed", "skew") if k in meta]
+    info += [("source", f"{s.get('path')}: {s.get('tool')}, {s.get('points')} points")
+             for s in meta.get("sources") or [] if isinstance(s, dict)]
+    goals = [{"id": g.get("id", ""), "title": g.get("title", ""), "met": [goal_item_text(i) for i in g.get("met", [])],
+              "missed": [goal_item_text(i) for i in g.get("missed", [])]}
+             for g in summ.get("goals", []) if isinstance(g, dict)]
+    impls = []
+    for p in points:
+        if p["impl"] not in impls:
+            impls.append(p["impl"])
+    order = sorted(impls, key=lambda i: (i != bench_merge.OURS, i)) + ["floor"]
+    ok = [p for p in points if p["status"] == "ok"]
+    floors = {}
+    for p in ok:
+        if isinstance(p.get("floor_us"), (int, float)):
+            floors.setdefault((p["shape"], p["scheme"], p["routing"], p["M"]), p["floor_us"])
+    time_rows = ok + [{"shape": k[0], "scheme": k[1], "routing": k[2], "M": k[3], "impl": "floor", "median_us": v}
+                      for k, v in sorted(floors.items())]
+    gkeys = ("shape", "scheme", "routing")
+    # narrower than the CPU bench's plots: a time plot and its share plot fit side by side
+    colors = {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(order)}
+    times = bench_plots(time_rows, order, gkeys, "impl", "median_us", TIME_AXIS, ("floor",), 300, colors)
+    shares = {p["key"]: p for p in bench_plots(ok, order, gkeys, "impl", "share_of_floor", SHARE_AXIS, (), 300,
+                                               colors)}
+    rank = lambda v, seq: (seq.index(v) if v in seq else len(seq), v)
+    plots = []
+    for t in sorted(times, key=lambda p: (rank(p["key"][0], bench_merge.SHAPE_ORDER),
+                                          rank(p["key"][1], bench_merge.SCHEME_ORDER), p["key"][2])):
+        title = " · ".join(x for x in t["key"] if x and x != "uniform")
+        share = shares.get(t["key"])
+        plots.append({"title": title, "time": t["svg"], "share": share["svg"] if share else None})
+    rows = []
+    for p in points:
+        notes = [p["why"]] if p.get("why") else []
+        if p.get("graph") is not None:
+            notes.append("CUDA graph" if p["graph"] else "eager")
+        if p.get("note"):
+            notes.append(str(p["note"]))
+        check = p.get("check")
+        if isinstance(check, dict):   # moe-bench's comparison of the output with a reference
+            rel = check.get("rel_l2")
+            notes.append(f"check rel. L2 {fmt_num(rel, 2)}" if isinstance(rel, (int, float)) else
+                         "unchecked" + (f" ({check['why']})" if check.get("why") else ""))
+        if p.get("best_peer"):
+            notes.append(f"best peer {p['best_peer']} {fmt_plain(p['best_peer_us'])} µs")
+        rows.append({"shape": p["shape"], "M": p["M"], "scheme": p["scheme"], "routing": p["routing"],
+                     "impl": p["impl"], "ours": p["impl"] == bench_merge.OURS, "status": p["status"],
+                     "median": num_or_dash(p.get("median_us")), "tbs": num_or_dash(p.get("tbs")),
+                     "tflops": num_or_dash(p.get("tflops")),
+                     "share": num_or_dash(p.get("share_of_floor"), lambda v: fmt_num(v, 3)),
+                     "speedup": ratio_text(p.get("speedup_vs_best_peer")),
+                     "faster": (p.get("speedup_vs_best_peer") or 0) > 1,
+                     "notes": "; ".join(notes)})
+    return {"path": path, "ceilings": ceilings, "info": info, "warnings": list(meta.get("warnings") or []),
+            "lines": list(summ.get("lines") or []), "goals": goals, "plots": plots, "rows": rows,
+            "skew": any(p["routing"] != "uniform" for p in points)}
+
+
+def bench_gpu_text(doc):
+    s = doc["summary"]
+    n = len([p for p in doc["points"] if p["impl"] == bench_merge.OURS])
+    text = f"{plural(n, bench_merge.OURS + ' point')}"
+    if s.get("with_peer"):
+        text += f", faster than the best peer at {s.get('faster')} of {s['with_peer']}"
+        if isinstance(s.get("geomean_speedup"), (int, float)):
+            text += f" (geomean {s['geomean_speedup']:.2f}×)"
+    goals = [g for g in s.get("goals", []) if isinstance(g, dict)]
+    if goals:
+        met = lambda g: len(g.get("met", []))
+        text += "; goals " + ", ".join(f"{g.get('id')} {met(g)}/{met(g) + len(g.get('missed', []))}" for g in goals)
+    return text
+
+
 # ------------------------------------------------------------------ render
 
 def render(args):
@@ -855,6 +997,7 @@ def render(args):
     golden = load_golden(args.golden) if args.golden else None
     gdiff = load_golden_diff(args.golden_diff) if args.golden_diff else None
     bench = load_bench(args.bench) if args.bench else None
+    bench_gpu = load_bench_gpu(args.bench_gpu) if args.bench_gpu else None
 
     parts, warnings = [], []
     # PASS / FAIL only where something was checked; compat and bench alone are information.
@@ -883,11 +1026,15 @@ def render(args):
         warnings += compat["warnings"]
     if bench:
         parts.append(("Bench", plural(len(bench["rows"]), "row")))
+    if bench_gpu:
+        parts.append(("GPU bench", bench_gpu_text(bench_gpu)))
+        warnings += [f"{args.bench_gpu}: {w}" for w in bench_gpu["meta"].get("warnings") or []]
     summary_line = " · ".join(f"{k}: {v}" for k, v in parts)
 
     ctx = {"summary_line": summary_line, "parts": parts, "status": status, "warnings": warnings,
            "verdicts": VERDICTS, "sweep": None, "compat": None, "golden": golden, "gdiff": gdiff,
            "compare": compare, "bench": bench_view(bench) if bench else None,
+           "bench_gpu": bench_gpu_view(bench_gpu, args.bench_gpu) if bench_gpu else None,
            "fmt_num": fmt_num, "fmt_ms": fmt_ms}
     if sweep:
         meta = sweep["meta"]
@@ -943,6 +1090,8 @@ def main(argv=None):
     ap.add_argument("--golden", metavar="G.json", help="moe-golden verify --json")
     ap.add_argument("--golden-diff", metavar="D.json", help="moe-golden update's diff JSON")
     ap.add_argument("--bench", metavar="B.json", help="moe-bench JSON")
+    ap.add_argument("--bench-gpu", metavar="merged.json",
+                    help="bench_merge.py output (or one bench-gpu file): the GPU bench against its peers")
     ap.add_argument("--compare", nargs=2, metavar=("OLD.jsonl", "NEW.jsonl"),
                     help="nightly deltas between two sweeps (NEW is also shown in full when --sweep is absent)")
     ap.add_argument("--time-threshold", type=float, default=1.5, metavar="R",
@@ -951,8 +1100,9 @@ def main(argv=None):
                     help="--compare ignores timings where both runs took less than MS (noise; default 1.0)")
     ap.add_argument("--out", required=True, metavar="report.html", help="the HTML file to write")
     args = ap.parse_args(argv)
-    if not any((args.sweep, args.compat, args.golden, args.golden_diff, args.bench, args.compare)):
-        ap.error("give at least one input (--sweep, --compat, --golden, --golden-diff, --bench or --compare)")
+    if not any((args.sweep, args.compat, args.golden, args.golden_diff, args.bench, args.bench_gpu, args.compare)):
+        ap.error("give at least one input (--sweep, --compat, --golden, --golden-diff, --bench, --bench-gpu "
+                 "or --compare)")
     if not args.time_threshold > 1:
         ap.error("--time-threshold must be greater than 1")
     try:

@@ -26,8 +26,13 @@
 #define FIX "tests/report/"
 #define ALL_INPUTS "--sweep " FIX "sweep.jsonl --compat " FIX "compat.json --golden " FIX "golden.json " \
                    "--golden-diff " FIX "golden_diff.json --bench " FIX "bench.json " \
+                   "--bench-gpu " FIX "bench_gpu_merged.json " \
                    "--compare " FIX "old.jsonl " FIX "sweep.jsonl"
 #define SWEEP_LINE "Sweep: 16 passed, 2 failed, 2 skipped, 1 error"
+/* the GPU bench fixtures: moe-bench's and the torch peer's points, and their merge */
+#define GPU_INPUTS FIX "bench_gpu_cuda.json " FIX "bench_gpu_torch.json"
+#define GPU_LINE "GPU bench: 18 cuda-fast points, faster than the best peer at 10 of 12 (geomean 1.35×); " \
+                 "goals decode 2/3, prefill 2/6, small-m 1/3"
 
 static char outdir[PATH_MAX];
 static char no_python[256], no_chromium[256];   /* set by main(): what is not installed */
@@ -97,6 +102,33 @@ static int report(const char *args, const char *name)
     out_path(p, sizeof p, "stderr.txt");
     slurp_into(p, err_text, sizeof err_text);
     return rc;
+}
+
+/* bench_merge.py ARGS --out OUTDIR/NAME; its stdout and stderr in out_text / err_text. */
+static int merge(const char *args, const char *name)
+{
+    if (no_python[0]) ck_abort_msg("%s", no_python);
+    char out[PATH_MAX + 64];
+    out_path(out, sizeof out, name);
+    unlink(out);
+    int rc = shf("python3 reports/bench_merge.py %s --out '%s' > '%s/stdout.txt' 2> '%s/stderr.txt'", args, out,
+                 outdir, outdir);
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, "stdout.txt");
+    slurp_into(p, out_text, sizeof out_text);
+    out_path(p, sizeof p, "stderr.txt");
+    slurp_into(p, err_text, sizeof err_text);
+    return rc;
+}
+
+/* OUTDIR/NAME holding TEXT (a hand-made bad input); its path in PATH. */
+static void write_file(const char *name, const char *text, char *path, size_t n)
+{
+    out_path(path, n, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
 }
 
 static int exists(const char *name)
@@ -176,6 +208,7 @@ START_TEST(renders_every_section)
     HAS(out_text, SWEEP_LINE);
     HAS(out_text, "Golden: 4 golden cases verified, 1 failed");
     HAS(out_text, "Nightly: 1 new failure, 1 fixed, 3 metric changes, 2 timing changes");
+    HAS(out_text, GPU_LINE);
     HAS(out_text, "report: ");
     HAS(out_text, "report.html (");
     ck_assert_str_eq(err_text, "");
@@ -187,7 +220,7 @@ START_TEST(renders_every_section)
     ck_assert_msg(n > 50000, "report only %zu bytes", n);
     const char *ids[] = {"id=\"summary-line\"", "id=\"compat\"", "id=\"cases\"", "id=\"case-data\"",
                          "id=\"golden\"", "id=\"golden-diff\"", "id=\"nightly\"", "id=\"bench\"",
-                         "class=\"matrix\"", "<svg class=\"plot\""};
+                         "id=\"bench-gpu\"", "class=\"matrix\"", "<svg class=\"plot\""};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) HAS(html, ids[i]);
     /* self-contained: no fetched resource; the only URLs are the SVG namespace */
     LACKS(html, "<link");
@@ -410,6 +443,145 @@ START_TEST(nightly_compare)
 }
 END_TEST
 
+/* bench_merge.py over the two producers' fixtures: the summary lines, and
+ * the committed merge byte for byte (the output depends on the inputs alone). */
+START_TEST(bench_gpu_merge)
+{
+    ck_assert_msg(merge(GPU_INPUTS, "merged.json") == 0, "bench_merge.py failed: %s", err_text);
+    ck_assert_str_eq(err_text, "");
+    HAS(out_text, "cuda-fast: 18 points: 16 ok, 1 skipped, 1 failed; faster than the best peer at 10 of 12 points "
+                  "with a peer (geomean speedup 1.35x)");
+    HAS(out_text, "share of floor >= 0.90 bf16, 0.85 fp8: 2 met, 1 missed");
+    HAS(out_text, "of the dense peak: 2 met, 4 missed");
+    HAS(out_text, "qwen3-30b-a3b at M = 1: share of floor >= 0.50: 1 met, 2 missed");
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, "merged.json");
+    size_t n1, n2;
+    char *got = slurp(p, &n1), *want = slurp(FIX "bench_gpu_merged.json", &n2);
+    ck_assert_ptr_nonnull(got);
+    ck_assert_ptr_nonnull(want);
+    ck_assert_msg(n1 == n2 && memcmp(got, want, n1) == 0,
+                  "the merge differs from " FIX "bench_gpu_merged.json (regenerate it with bench_merge.py " GPU_INPUTS
+                  " --out " FIX "bench_gpu_merged.json when the format changes)");
+    /* the GEMM-only measurement is faster than every layer in the fixture, and the atomic variant than
+     * cuda-fast at one point: neither is ever a peer */
+    LACKS(got, "\"best_peer\": \"cublas-gemm-only\"");
+    LACKS(got, "\"best_peer\": \"cuda-fast-atomic\"");
+    HAS(got, "\"best_peer\": \"cublas\"");
+    free(got);
+    free(want);
+}
+END_TEST
+
+/* Bad inputs: exit 2, a message naming the file and the rule, nothing written. */
+START_TEST(bench_gpu_merge_bad)
+{
+    static const struct {
+        const char *name, *text, *rule;
+    } bad[] = {
+        {"bad-type.json", "{\"type\": \"bench\", \"meta\": {}, \"points\": []}\n",
+         "\"type\" must be \"bench-gpu\", not 'bench'"},
+        {"bad-median.json",
+         "{\"type\": \"bench-gpu\", \"meta\": {}, \"points\": [{\"shape\": \"deepseek-v3\", \"M\": 1, "
+         "\"scheme\": \"bf16\", \"routing\": \"uniform\", \"impl\": \"cuda-fast\", \"status\": \"ok\", "
+         "\"bytes\": 1, \"flops\": 1}]}\n",
+         "points[0]: an ok point needs \"median_us\" > 0"},
+        {"bad-why.json",
+         "{\"type\": \"bench-gpu\", \"meta\": {}, \"points\": [{\"shape\": \"deepseek-v3\", \"M\": 1, "
+         "\"scheme\": \"bf16\", \"routing\": \"uniform\", \"impl\": \"cuda-fast\", \"status\": \"skipped\"}]}\n",
+         "points[0]: a skipped point needs its reason in \"why\""},
+        {"bad-ceiling.json",
+         "{\"type\": \"bench-gpu\", \"meta\": {\"ceilings\": {\"read_tbs\": \"fast\"}}, \"points\": []}\n",
+         "meta.ceilings.read_tbs must be a positive number or null"},
+        {"bad-seed.json", "{\"type\": \"bench-gpu\", \"meta\": {\"seed\": 7}, \"points\": []}\n",
+         "meta.seed differs between the inputs (1, 7)"},
+        {"bad-syntax.json", "{\"type\": \"bench-gpu\",\n \"meta\": {},,\n}\n", "bad-syntax.json:2: invalid JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char p[PATH_MAX + 64], args[2 * PATH_MAX + 128];
+        write_file(bad[i].name, bad[i].text, p, sizeof p);
+        snprintf(args, sizeof args, FIX "bench_gpu_cuda.json '%s'", p);
+        ck_assert_msg(merge(args, "merged-bad.json") == 2, "%s: exit 2 expected: %s", bad[i].name, err_text);
+        HAS(err_text, bad[i].name);
+        HAS(err_text, bad[i].rule);
+        ck_assert(!exists("merged-bad.json"));
+        no_temp_left("merged-bad.json");
+    }
+    /* the same producer twice: every point a duplicate */
+    ck_assert_int_eq(merge(FIX "bench_gpu_torch.json " FIX "bench_gpu_torch.json", "merged-bad.json"), 2);
+    HAS(err_text, "a second point for shape qwen3-30b-a3b, M 1, scheme bf16, routing uniform, impl torch-grouped-mm");
+    HAS(err_text, "one point per shape, M, scheme, routing and impl");
+    ck_assert(!exists("merged-bad.json"));
+    /* report.py reads a bad file the same way: its bad-input exit, nothing written */
+    char p[PATH_MAX + 64], args[PATH_MAX + 96];
+    write_file("bad-type.json", bad[0].text, p, sizeof p);
+    snprintf(args, sizeof args, "--bench-gpu '%s'", p);
+    ck_assert_int_eq(report(args, "bad.html"), 3);
+    HAS(err_text, "bad-type.json: \"type\" must be \"bench-gpu-merged\" (bench_merge.py) or \"bench-gpu\" "
+                  "(one producer), not 'bench'");
+    ck_assert(!exists("bad.html"));
+}
+END_TEST
+
+/* The GPU performance section: ceilings, goals with their misses, the plots
+ * (time and share of floor per shape x scheme) and the table. */
+START_TEST(bench_gpu_section)
+{
+    ck_assert_msg(report("--bench-gpu " FIX "bench_gpu_merged.json", "gpu.html") == 0, "report.py failed: %s",
+                  err_text);
+    HAS(out_text, GPU_LINE);
+    ck_assert_str_eq(err_text, "");
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, "gpu.html");
+    char *html = slurp(p, NULL);
+    ck_assert_ptr_nonnull(html);
+    char *sec = between(html, "<section id=\"bench-gpu\"", "</section>");
+    HAS(sec, "4.6 TB/s — tests/report/bench_gpu_cuda.json (read_tbs)");
+    HAS(sec, "782.9 TFLOP/s — tests/report/bench_gpu_torch.json (torch_bf16_dense_tflops)");
+    char *goals = between(sec, "id=\"bench-gpu-goals\"", "</table>");
+    char *g = between(goals, "data-goal=\"small-m\"", "</tr>");
+    HAS(g, "<span class=\"chip v-pass\">1</span>");
+    HAS(g, "<span class=\"chip v-fail\">2</span>");
+    HAS(g, "qwen3-30b-a3b M=1 fp8_wchannel_atoken: 0.42");
+    HAS(g, "qwen3-30b-a3b M=1 fp8_wblock128_agroup128: failed: cudaErrorLaunchOutOfResources");
+    free(g);
+    g = between(goals, "data-goal=\"prefill\"", "</tr>");
+    HAS(g, "deepseek-v3 M=4096 fp8_wblock128_agroup128: skipped: scheme not implemented by cuda-fast");
+    free(g);
+    free(goals);
+    /* two shapes x three schemes: a time plot each, the floor dashed, and a share plot each */
+    ck_assert_int_eq(count(sec, "<svg class=\"plot\""), 12);
+    ck_assert_int_eq(count(sec, "aria-label=\"share of the roofline floor against M, log-x\""), 6);
+    HAS(sec, "<figcaption>deepseek-v3 · bf16: median time per impl across M (dashed: the floor)</figcaption>");
+    HAS(sec, "stroke-dasharray=\"6 4\"");
+    char *table = between(sec, "id=\"bench-gpu-table\"", "</table>");
+    ck_assert_int_eq(count(table, "<tr class=\"ours\">"), 18);
+    ck_assert_int_eq(count(table, "<tr"), 67);   /* the header and 66 points */
+    HAS(table, "<span class=\"chip v-pass\">1.10×</span>");   /* deepseek-v3 M=1 bf16, over cuBLAS */
+    HAS(table, "best peer cublas 191.5 µs");
+    HAS(table, "check rel. L2 0.0021");
+    HAS(table, "unchecked (no reference at this M)");
+    HAS(table, "<span class=\"chip v-fail\">0.97×</span>");   /* deepseek-v3 M=64 bf16: cuBLAS is faster */
+    HAS(table, "torch has no blockwise-scaled grouped GEMM on SM90");
+    LACKS(table, "best peer cublas-gemm-only");
+    LACKS(table, "best peer cuda-fast-atomic");
+    free(table);
+    free(sec);
+    free(html);
+    /* one producer's file alone is merged on the way in; without read_tbs the floors are compute only */
+    ck_assert_int_eq(report("--bench-gpu " FIX "bench_gpu_torch.json", "gpu1.html"), 0);
+    HAS(out_text, "GPU bench: 0 cuda-fast points");
+    HAS(err_text, "no read_tbs ceiling in any input: floors hold the compute term only");
+    /* a ceiling no input measured shows the producer's reason */
+    ck_assert_int_eq(report("--bench-gpu " FIX "bench_gpu_cuda.json", "gpu1.html"), 0);
+    out_path(p, sizeof p, "gpu1.html");
+    html = slurp(p, NULL);
+    ck_assert_ptr_nonnull(html);
+    HAS(html, "not measured (tests/report/bench_gpu_cuda.json: cublasLtMatmulAlgoGetHeuristic: no algorithm");
+    free(html);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     /* Where the outputs go: $MOE_BUILD/report-test, else next to tests/. */
@@ -445,6 +617,9 @@ int main(int argc, char **argv)
     tcase_add_test(tc, malformed_line);
     tcase_add_test(tc, missing_input);
     tcase_add_test(tc, nightly_compare);
+    tcase_add_test(tc, bench_gpu_merge);
+    tcase_add_test(tc, bench_gpu_merge_bad);
+    tcase_add_test(tc, bench_gpu_section);
     tcase_add_test(tc, chromium_dom);
     tcase_add_test(tc, chromium_filters);
     tcase_add_test(tc, chromium_screenshot);
