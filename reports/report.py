@@ -37,7 +37,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -1059,24 +1058,12 @@ def render(args):
 
 def write_atomic(path, text):
     """Write through a temporary file in the same directory and rename it into
-    place, so a failure never leaves a partial report behind."""
-    out = Path(path)
-    d = out.parent if str(out.parent) else Path(".")
+    place (bench_merge.write_atomic), so a failure never leaves a partial
+    report behind."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".{out.name}.", suffix=".tmp")
+        bench_merge.write_atomic(str(path), text)
     except OSError as e:
         raise InputError(f"{path}: cannot write: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def main(argv=None):
