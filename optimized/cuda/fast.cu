@@ -103,6 +103,7 @@ template <class T>
 __global__ void combine_kernel(const T *y, const int32_t *row_of_slot, const float *w, int M, int topk, int H, T *out)
 {
     const int hv = H / 8;
+    asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* y: the GEMM just before (when launched dependent) */
     for (int64_t v = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; v < (int64_t)M * hv; v += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = v / hv, c = (v % hv) * 8;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -125,6 +126,7 @@ __global__ void combine_kernel(const T *y, const int32_t *row_of_slot, const flo
 
 template <class T> __global__ void convert_kernel(const float *a, int64_t n, T *out)
 {
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = fx::tc<T>::rnd(a[i]);
 }
@@ -138,6 +140,35 @@ unsigned grid_for(int64_t n, int threads)
 }
 
 cudaStream_t S(void *s) { return (cudaStream_t)s; }
+
+/* a launch, as a programmatic dependent of the previous kernel when pdl
+ * (the kernel waits with griddepcontrol.wait before reading its inputs) */
+template <class... KA, class... A>
+cudaError_t launch_ex(void (*k)(KA...), unsigned grid, unsigned block, cudaStream_t s, bool pdl, A... args)
+{
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3(grid), lc.blockDim = dim3(block), lc.stream = s;
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&lc, k, static_cast<KA>(args)...);
+}
+
+moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk_w, int M, int topk, int H, moe_dtype dt,
+                   void *out, void *stream, bool pdl)
+{
+    if (H % 8) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_combine: H (%d) must be a multiple of 8", H);
+    const int64_t n = (int64_t)M * (H / 8);
+    cudaError_t ce;
+    if (dt == MOE_BF16)
+        ce = launch_ex(combine_kernel<__nv_bfloat16>, grid_for(n, 256), 256, S(stream), pdl, (const __nv_bfloat16 *)y,
+                       (const int32_t *)L->row_of_slot, topk_w, M, topk, H, (__nv_bfloat16 *)out);
+    else if (dt == MOE_F16)
+        ce = launch_ex(combine_kernel<__half>, grid_for(n, 256), 256, S(stream), pdl, (const __half *)y,
+                       (const int32_t *)L->row_of_slot, topk_w, M, topk, H, (__half *)out);
+    else return moe_fail(MOE_ERR_UNSUPPORTED, "fx_combine: dtype must be bf16 or f16");
+    return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx combine_kernel");
+}
 
 /* The tile configurations (NOTES.md: why these). Decode: 16-row blocks,
  * 4 warps side by side along N, 4 stages of 16 KB of weights in flight;
@@ -247,16 +278,7 @@ extern "C" moe_status moe_cuda_fx_act_rows(const void *y1, int rows, int I, cons
 extern "C" moe_status moe_cuda_fx_combine(const void *y, const moe_cuda_fx_layout *L, const float *topk_w, int M, int topk,
                                           int H, moe_dtype dt, void *out, void *stream)
 {
-    if (H % 8) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_combine: H (%d) must be a multiple of 8", H);
-    const int64_t n = (int64_t)M * (H / 8);
-    if (dt == MOE_BF16)
-        combine_kernel<__nv_bfloat16><<<grid_for(n, 256), 256, 0, S(stream)>>>(
-            (const __nv_bfloat16 *)y, L->row_of_slot, topk_w, M, topk, H, (__nv_bfloat16 *)out);
-    else if (dt == MOE_F16)
-        combine_kernel<__half><<<grid_for(n, 256), 256, 0, S(stream)>>>((const __half *)y, L->row_of_slot, topk_w, M, topk,
-                                                                         H, (__half *)out);
-    else return moe_fail(MOE_ERR_UNSUPPORTED, "fx_combine: dtype must be bf16 or f16");
-    return moe_cu_launched("fx combine_kernel");
+    return combine(y, L, topk_w, M, topk, H, dt, out, stream, false);
 }
 
 extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan *plan)
@@ -283,6 +305,11 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     else if (avg <= 64) c1 = c2 = CFG_64x128;
     else c1 = c2 = CFG_128x256;
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
+    /* GEMM2 may start while GEMM1 runs only when GEMM1's CTAs fit in one
+     * wave of two per SM (Qwen3 M = 1: 41.6 -> 37.0 us); with more waves the
+     * waiting GEMM2 CTAs took slots GEMM1 still needed (DeepSeek-V3 M = 64
+     * 4.41 -> 4.57 ms) */
+    plan->trigger_early = avg <= 16 && touched * ((p->I + plan->bn1 - 1) / plan->bn1) <= 2 * 132;
     const int bm = plan->bm1;
     plan->max_blocks = (int)((slots + bm - 1) / bm + touched); /* sum of ceil(c_e / bm) over touched experts */
     const int cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);
@@ -314,6 +341,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (c1 < 0 || c2 < 0 || plan->bm1 != plan->bm2) return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make");
     fx_ws w;
     carve(p, plan, workspace, &w);
+    if (p->atomic) MOE_CU(cudaMemsetAsync(w.acc, 0, (size_t)p->M * p->H * 4, S(stream)));
     moe_status st = moe_cuda_fx_align(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream);
     if (st) return st;
     moe_act_params act = p->act;
@@ -323,22 +351,27 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     g1.a = a->x, g1.a_gather = 1, g1.a_div = p->topk;
     g1.sorted = w.L.sorted, g1.block_expert = w.L.block_expert, g1.num_blocks = w.L.num_blocks;
     g1.w = a->w1, g1.N = 2 * p->I, g1.K = p->H, g1.I = p->I, g1.out = w.h, g1.act = act, g1.topk = p->topk;
-    cudaError_t ce = FX_DISPATCH(c1, fx::EPI_GATED, fx::gemm_launch, g1, plan->max_blocks, p->I, S(stream));
+    /* GEMM1, GEMM2 and the combine are programmatic dependents of the
+     * kernel before each (NOTES.md, v7): their launch latency hides under
+     * the previous kernel, and GEMM2 streams its first weight tiles while
+     * GEMM1 finishes; decode GEMM1 lets GEMM2 start early */
+    g1.pdl_trigger = plan->trigger_early;
+    cudaError_t ce = FX_DISPATCH(c1, fx::EPI_GATED, fx::gemm_launch, g1, plan->max_blocks, p->I, S(stream), true);
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
     fx::gemm_params g2 = g1;
     g2.a = w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = p->H, g2.K = p->I, g2.I = 0;
-    g2.topk_w = a->topk_w;
+    g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1;
     if (p->atomic) {
-        MOE_CU(cudaMemsetAsync(w.acc, 0, (size_t)p->M * p->H * 4, S(stream)));
-        g2.acc_out = w.acc;
-        ce = FX_DISPATCH(c2, fx::EPI_WATOMIC, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream));
+        g2.acc_out = w.acc; /* zeroed before the align */
+        ce = FX_DISPATCH(c2, fx::EPI_WATOMIC, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream), true);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
         const int64_t n = (int64_t)p->M * p->H;
-        convert_kernel<__nv_bfloat16><<<grid_for(n, 256), 256, 0, S(stream)>>>(w.acc, n, (__nv_bfloat16 *)a->out);
-        return moe_cu_launched("fx convert_kernel");
+        ce = launch_ex(convert_kernel<__nv_bfloat16>, grid_for(n, 256), 256, S(stream), true, (const float *)w.acc, n,
+                       (__nv_bfloat16 *)a->out);
+        return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx convert_kernel");
     }
     g2.out = w.y;
-    ce = FX_DISPATCH(c2, fx::EPI_WSTORE, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream));
+    ce = FX_DISPATCH(c2, fx::EPI_WSTORE, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream), true);
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
-    return moe_cuda_fx_combine(w.y, &w.L, NULL, p->M, p->topk, p->H, MOE_BF16, a->out, stream);
+    return combine(w.y, &w.L, NULL, p->M, p->topk, p->H, MOE_BF16, a->out, stream, true);
 }

@@ -62,6 +62,7 @@ typedef struct {
     int bm1, bn1, bm2, bn2; /* tile heights / widths of GEMM1 (bn1: output columns of h) and GEMM2 */
     int max_blocks;         /* grid rows launched (an upper bound of the padded blocks) */
     int launches;           /* kernels per forward */
+    int trigger_early;      /* GEMM1 lets GEMM2's CTAs start before it ends (programmatic dependent launch) */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 

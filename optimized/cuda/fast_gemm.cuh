@@ -57,6 +57,7 @@ struct gemm_params {
     int topk;
     moe_act_params act;          /* GATED; layout GATE_UP */
     int max_blocks, n_tiles, group; /* the grid (set by gemm_launch) */
+    int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
 };
 
 template <class T> struct tc;
@@ -151,8 +152,18 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     const int per_group = p.group * p.n_tiles, gid = blockIdx.x / per_group, first = gid * p.group;
     const int gsize = min(p.max_blocks - first, p.group), in = blockIdx.x % per_group;
     const int blk = first + in % gsize, nt = in / gsize;
+    /* programmatic dependent launch (fast.cu launches the fused forward's
+     * kernels with it; without it griddepcontrol.wait returns at once): the
+     * layout of moe_cuda_fx_align is complete before a GEMM runs; only
+     * GEMM2's A rows (h) come from the kernel just before it, so GEMM2
+     * streams its first weight tiles before it waits (pdl_prefetch) */
+    if (!p.pdl_prefetch) asm volatile("griddepcontrol.wait;\n" ::: "memory");
     if (blk >= *p.num_blocks) return;
     const int e = p.block_expert[blk];
+    /* decode GEMM1 fits in about one wave: let GEMM2's CTAs take the free
+     * slots now and start on their weights (never for multi-wave grids,
+     * where waiting CTAs would hold slots the primary still needs) */
+    if (p.pdl_trigger) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
     const int row0 = blk * BM;
     const int K = p.K, KT = (K + 63) / 64, ck = tid & 7;
@@ -187,15 +198,15 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
         brow[i] = (const T *)p.w + ((int64_t)e * p.N + (bval[i] ? n : 0)) * K + ck * 8;
     }
 
-    auto load = [&](int stage, int kt) {
+    auto load = [&](int stage, int kt, bool a, bool b) {
         const uint32_t sa = sbase + stage * C::STAGE_BYTES, sb = sa + BM * 128;
         const int k0 = kt * 64 + ck * 8;
         const bool kin = k0 < K;
 #pragma unroll
-        for (int i = 0; i < C::A_PER; i++)
+        for (int i = 0; a && i < C::A_PER; i++)
             cp_async16(sa + swz(tid / 8 + i * (C::NT / 8), ck), arow[i] + (kin ? kt * 64 : 0), aval[i] && kin);
 #pragma unroll
-        for (int i = 0; i < C::B_PER; i++)
+        for (int i = 0; b && i < C::B_PER; i++)
             cp_async16(sb + swz(tid / 8 + i * (C::NT / 8), ck), brow[i] + (kin ? kt * 64 : 0), bval[i] && kin);
     };
 
@@ -210,9 +221,15 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
      * in flight (wait_group 1), so the stage it reads is refilled one
      * iteration later: STAGES - 2 ahead */
     constexpr int PF = WG ? STAGES - 2 : STAGES - 1;
+    if (p.pdl_prefetch) { /* weights first; they land in commit group 0 */
+#pragma unroll
+        for (int s = 0; s < PF; s++)
+            if (s < KT) load(s, s, false, true);
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    }
 #pragma unroll
     for (int s = 0; s < PF; s++) {
-        if (s < KT) load(s, s);
+        if (s < KT) load(s, s, true, !p.pdl_prefetch);
         cp_async_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
@@ -221,7 +238,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
          * through the async proxy (HOPPER.md: fence, then the barrier) */
         if (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads(); /* tile kt landed for every thread; stage (kt + PF) % STAGES is free */
-        if (kt + PF < KT) load((kt + PF) % STAGES, kt + PF);
+        if (kt + PF < KT) load((kt + PF) % STAGES, kt + PF, true, true);
         cp_async_commit();
         const uint32_t sa = sbase + (kt % STAGES) * C::STAGE_BYTES, sb = sa + BM * 128;
         if (WG) {
@@ -332,16 +349,22 @@ template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG 
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<BM, BN, WM, WN, STAGES, WG>::SMEM);
 }
 
+/* pdl: launched as a programmatic dependent of the kernel before it */
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG = false>
-cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s)
+cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s, bool pdl = false)
 {
     typedef cfg<BM, BN, WM, WN, STAGES, WG> C;
     const int per_tile = EPI == EPI_GATED ? BN / 2 : BN;
     gemm_params q = p;
     q.max_blocks = max_blocks, q.n_tiles = (n_cols + per_tile - 1) / per_tile;
     q.group = BM >= 64 ? 8 : 64; /* decode: the A rows are few, the weights stream once anyway */
-    gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG><<<(unsigned)((int64_t)max_blocks * q.n_tiles), C::NT, C::SMEM, s>>>(q);
-    return cudaGetLastError();
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3((unsigned)((int64_t)max_blocks * q.n_tiles)), lc.blockDim = dim3(C::NT);
+    lc.dynamicSmemBytes = C::SMEM, lc.stream = s;
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&lc, gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG>, q);
 }
 
 } // namespace fx
