@@ -14,8 +14,18 @@ MOE_HD MOE_INLINE float moe_act_clampf(float x, float lo, float hi) { return x <
 
 /* A gated activation of one (gate, up) pair, as loaded from a row of
  * dtype xd (xd only matters for round_act_to_storage). Shared by
- * moe_act_elem and the fused GEMM epilogue of the fast CUDA path. */
-MOE_HD MOE_INLINE float moe_act_gated(const moe_act_params *p, moe_dtype xd, float g, float u, int e, const float *va,
+ * moe_act_elem and the fused GEMM epilogue of the fast CUDA path. Always
+ * inlined: a NaN's sign out of these products depends on which operand
+ * the compiler puts first, and out of line (the sanitizer build did not
+ * inline it) the reference wrote +NaN where golden/ holds -NaN (the case
+ * edge.activation.swigluoai.nonfinite); inlined, every build computes
+ * what it computed before the function was split out. */
+#if defined(__GNUC__) || defined(__clang__)
+#define MOE_ACT_ALWAYS_INLINE __attribute__((always_inline))
+#else
+#define MOE_ACT_ALWAYS_INLINE
+#endif
+MOE_HD MOE_INLINE MOE_ACT_ALWAYS_INLINE float moe_act_gated(const moe_act_params *p, moe_dtype xd, float g, float u, int e, const float *va,
                                       const float *vb, const float *vl)
 {
     float v, a;
