@@ -270,6 +270,11 @@ static const fcase FCASES[] = {
     {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},        {5, 64, 8, 512, 256, MOE_ACT_SILU, 16},
     {100, 32, 4, 200, 72, MOE_ACT_SILU, 16},      {300, 32, 4, 256, 136, MOE_ACT_SWIGLUOAI, 64},
     {2000, 8, 2, 512, 256, MOE_ACT_SILU, 128},    {250, 16, 4, 136, 264, MOE_ACT_SWIGLUOAI, 64},
+    /* the standard shapes' H, I and top-k at decode sizes (Qwen3-30B-A3B at
+     * M = 1 and 3, gpt-oss-120b at M = 2; fewer experts, so the host fills
+     * less: the kernels see the bench's tiles and GEMM1 grids) */
+    {1, 16, 8, 2048, 768, MOE_ACT_SILU, 16},      {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
+    {2, 8, 4, 2880, 2880, MOE_ACT_SWIGLUOAI, 16},
 };
 
 START_TEST(fused_forward_matches_host)
@@ -331,6 +336,23 @@ START_TEST(fused_forward_graph_capture)
 }
 END_TEST
 
+START_TEST(forward_refusals)
+{
+    /* a forward without its pieces, or with a plan that plan_make did not make */
+    fprob f;
+    fprob_make(&FCASES[0], 400, 0, &f);
+    moe_cuda_fx_args a = fargs(&f);
+    ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &f.plan, &a, NULL, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "workspace"));
+    ck_assert_int_eq(moe_cuda_fx_forward(&f.p, NULL, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+    moe_cuda_fx_plan bad = f.plan;
+    bad.bn2 = 48;
+    ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan"));
+    fprob_free(&f);
+}
+END_TEST
+
 START_TEST(plan_refusals)
 {
     moe_cuda_fx_problem p;
@@ -363,6 +385,7 @@ static void add_tests(Suite *s)
     tcase_add_test(tc, fused_forward_matches_host);
     tcase_add_test(tc, fused_forward_graph_capture);
     tcase_add_test(tc, plan_refusals);
+    tcase_add_test(tc, forward_refusals);
 }
 
 int main(void) { return gpu_test_main("check_gpu_fast", "gpu_fast", add_tests); }
