@@ -19,7 +19,9 @@
  *              rounding) or adds it into an f32 accumulator with atomics
  *              (atomic variant: a convert kernel rounds it).
  *
- * Tile shapes are chosen from M * topk / E (decode: 16-row tiles that
+ * GEMM1, GEMM2 and the combine are launched as programmatic dependents of
+ * the kernel before each (GEMM2 streams its first weight tiles before it
+ * waits for h). Tile shapes are chosen from M * topk / E (decode: 16-row tiles that
  * stream each touched expert's weights once; prefill: 64 / 128-row tiles)
  * and recorded in moe_cuda_fx_plan for the notes and the bench.
  *
@@ -44,7 +46,7 @@ extern "C" {
 
 typedef struct {
     int M, E, topk, H, I;   /* tokens, experts, top-k, hidden, intermediate (per expert) */
-    moe_scheme scheme;      /* MOE_SCHEME_BF16 or MOE_SCHEME_F16 */
+    moe_scheme scheme;      /* MOE_SCHEME_BF16 (the only scheme implemented: others are MOE_ERR_UNSUPPORTED) */
     moe_act_params act;     /* a gated activation, layout GATE_UP (w1 rows: I gate rows, then I up rows) */
     int atomic;             /* 0: deterministic combine, 1: atomic f32 combine */
 } moe_cuda_fx_problem;
