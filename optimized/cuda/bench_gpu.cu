@@ -77,7 +77,35 @@ static moe_status rel_l2(const __nv_bfloat16 *got, const __nv_bfloat16 *ref, siz
 typedef struct {
     __nv_bfloat16 *w1, *w2; /* NULL until a bf16 point needs them */
     char why[512];          /* why they could not be made */
+    uint8_t *q1, *q2;       /* fp8_wchannel_atoken: e4m3 codes, NULL until a point needs them */
+    float *s1, *s2;         /* and their per-row scales */
+    char why8[512];
 } bg_weights;
+
+__global__ void fill_f32_kernel(float *p, size_t n, float v)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
+}
+
+/* e4m3 codes of uniform [-1, 1) values and per-row scales 1/sqrt(K): the
+ * products have the bf16 weights' magnitude */
+static moe_status weights_make8(const moe_shape *sh, uint64_t seed, cudaStream_t s, bg_weights *w)
+{
+    size_t n1 = (size_t)sh->E * 2 * sh->I * sh->H, n2 = (size_t)sh->E * sh->H * sh->I;
+    size_t r1 = (size_t)sh->E * 2 * sh->I, r2 = (size_t)sh->E * sh->H;
+    moe_status st;
+    MOE_CU(cudaMalloc(&w->q1, n1));
+    MOE_CU(cudaMalloc(&w->q2, n2));
+    MOE_CU(cudaMalloc(&w->s1, r1 * 4));
+    MOE_CU(cudaMalloc(&w->s2, r2 * 4));
+    if ((st = moe_bg_fill_e4m3(w->q1, n1, seed << 8 | 3, 1.0f, s)) || (st = moe_bg_fill_e4m3(w->q2, n2, seed << 8 | 4, 1.0f, s)))
+        return st;
+    fill_f32_kernel<<<moe_cu_blocks((int64_t)r1, 256), 256, 0, s>>>(w->s1, r1, 1.0f / sqrtf((float)sh->H));
+    fill_f32_kernel<<<moe_cu_blocks((int64_t)r2, 256), 256, 0, s>>>(w->s2, r2, 1.0f / sqrtf((float)sh->I));
+    if ((st = moe_cu_launched("fill_f32_kernel"))) return st;
+    MOE_CU(cudaStreamSynchronize(s));
+    return MOE_OK;
+}
 
 typedef struct {
     int M, touched;
@@ -88,8 +116,8 @@ typedef struct {
 
 static void weights_free(bg_weights *w)
 {
-    cudaFree(w->w1), cudaFree(w->w2);
-    w->w1 = w->w2 = NULL;
+    cudaFree(w->w1), cudaFree(w->w2), cudaFree(w->q1), cudaFree(w->q2), cudaFree(w->s1), cudaFree(w->s2);
+    w->w1 = w->w2 = NULL, w->q1 = w->q2 = NULL, w->s1 = w->s2 = NULL;
 }
 
 static moe_status weights_make(const moe_shape *sh, uint64_t seed, cudaStream_t s, bg_weights *w)
@@ -181,7 +209,9 @@ static moe_status capture(const moe_cuda_fx_problem *pr, const moe_cuda_fx_plan 
                           const bg_inputs *in, void *ws, cudaStream_t s, bg_graphs *g)
 {
     for (int r = 0; r < MOE_BG_SETS; r++) {
-        moe_cuda_fx_args a = {in->x[r], in->ids[r], in->w[r], W->w1, W->w2, in->out_fast};
+        const int f8 = pr->scheme == MOE_SCHEME_FP8_WCHANNEL_ATOKEN;
+        moe_cuda_fx_args a = {in->x[r], in->ids[r], in->w[r], f8 ? (const void *)W->q1 : W->w1,
+                              f8 ? (const void *)W->q2 : W->w2, in->out_fast, f8 ? W->s1 : NULL, f8 ? W->s2 : NULL};
         cudaGraph_t graph = NULL;
         MOE_CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         moe_status st = moe_cuda_fx_forward(pr, plan, &a, ws, s);
@@ -207,9 +237,12 @@ static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, const bg
     moe_status st = moe_cuda_fx_plan_make(&pr, &plan);
     if (st == MOE_ERR_UNSUPPORTED) return moe_bg_point_set(p, "skipped", "%s", moe_last_error());
     if (st) return moe_bg_point_set(p, "failed", "plan: %s", moe_last_error());
-    if (sc != MOE_SCHEME_BF16)
-        return moe_bg_point_set(p, "skipped", "moe-bench generates bf16 weights only (scheme %s)", moe_scheme_name(sc));
-    if (!W->w1) return moe_bg_point_set(p, "failed", "weights: %s", W->why);
+    const int f8 = sc == MOE_SCHEME_FP8_WCHANNEL_ATOKEN;
+    if (sc != MOE_SCHEME_BF16 && !f8)
+        return moe_bg_point_set(p, "skipped", "moe-bench generates bf16 and fp8_wchannel_atoken weights only (scheme %s)",
+                                moe_scheme_name(sc));
+    if (f8 ? !W->q1 : !W->w1) return moe_bg_point_set(p, "failed", "weights: %s", f8 ? W->why8 : W->why);
+    if (f8) ref_why = "the cuBLAS reference pipeline is bf16 only"; /* checked by tests/gpu/check_gpu_fast */
     snprintf(p->note, sizeof p->note, "CUDA graph replays; tiles %dx%d / %dx%d, %d launches, workspace %zu B",
              plan.bm1, plan.bn1, plan.bm2, plan.bn2, plan.launches, plan.workspace);
     bg_graphs g;
@@ -313,6 +346,10 @@ static void run_point(moe_bg_run *R, moe_bg_cublas *cb, const moe_shape *sh, moe
         if (bf16 && !W->w1 && !W->why[0] && weights_make(sh, R->o->seed, s, W)) {
             snprintf(W->why, sizeof W->why, "%s", moe_last_error());
             weights_free(W), cudaGetLastError();
+        }
+        if (sc == MOE_SCHEME_FP8_WCHANNEL_ATOKEN && !W->q1 && !W->why8[0] && weights_make8(sh, R->o->seed, s, W)) {
+            snprintf(W->why8, sizeof W->why8, "%s", moe_last_error());
+            cudaGetLastError();
         }
         if (bf16) reference(sh, cb, W, in, s, &peer, why, sizeof why, &why_status);
         run_fast(R, sh, sc, W, in, why[0] ? why : NULL, s, &pts[0]);

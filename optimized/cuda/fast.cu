@@ -4,6 +4,7 @@
 #include "cuda_internal.h"
 #include "fast.h"
 #include "fast_gemm.cuh"
+#include "reference/quant_core.h"
 #include "moe/status.h"
 
 namespace {
@@ -131,6 +132,51 @@ template <class T> __global__ void convert_kernel(const float *a, int64_t n, T *
         out[i] = fx::tc<T>::rnd(a[i]);
 }
 
+/* fp8_wchannel_atoken's activation quantization, one CTA per row: the
+ * reference's row statistics (max |x| over the non-NaN elements, a NaN
+ * flag; the maximum is exact in any order) and its rule and element
+ * encoding (quant_core.h), so q and the scale are the reference's bits.
+ * Rows past *num_blocks * bm (never written by GEMM1) are skipped. */
+__global__ void quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *num_blocks, int bm,
+                                  moe_quant_spec spec, uint8_t *q, float *scale)
+{
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int64_t r = blockIdx.x;
+    if (num_blocks && r >= (int64_t)*num_blocks * bm) return;
+    const __nv_bfloat16 *xr = x + r * cols;
+    float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
+    int nan = 0;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
+        const float v = __bfloat162float(xr[c]);
+        if (v != v) {
+            nan = 1;
+            continue;
+        }
+        ai = fmaxf(ai, fabsf(v)), mx = fmaxf(mx, v), mn = fminf(mn, v);
+    }
+    __shared__ float s_ai[32], s_mx[32], s_mn[32];
+    __shared__ int s_nan[32];
+    for (int o = 16; o > 0; o >>= 1) {
+        ai = fmaxf(ai, __shfl_xor_sync(0xffffffffu, ai, o));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+        nan |= __shfl_xor_sync(0xffffffffu, nan, o);
+    }
+    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    if ((threadIdx.x & 31) == 0) s_ai[w] = ai, s_mx[w] = mx, s_mn[w] = mn, s_nan[w] = nan;
+    __syncthreads();
+    ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF, nan = 0;
+    for (int i = 0; i < nw; i++) ai = fmaxf(ai, s_ai[i]), mx = fmaxf(mx, s_mx[i]), mn = fminf(mn, s_mn[i]), nan |= s_nan[i];
+    moe_q_stats st;
+    st.amax_prop = st.amax_ign = ai, st.vmax = mx, st.vmin = mn;
+    if (nan) st.amax_prop = st.vmax = st.vmin = moe_u32_as_f32(0x7FC00000u);
+    moe_q_group grp;
+    moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
+    if (threadIdx.x == 0) scale[r] = grp.scale;
+    for (int c = threadIdx.x; c < cols; c += blockDim.x)
+        q[r * cols + c] = moe_qc_encode(MOE_E4M3, moe_qc_step(&spec, &grp, __bfloat162float(xr[c])));
+}
+
 unsigned grid_for(int64_t n, int threads)
 {
     int64_t b = (n + threads - 1) / threads;
@@ -188,6 +234,15 @@ const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128}, CFG_BN[CFG_COUNT] = {128, 64, 1
      : cfgid == CFG_64x128 ? F<__nv_bfloat16, 64, 128, 2, 4, 4, EPI, false>(__VA_ARGS__)                  \
                            : F<__nv_bfloat16, 128, 256, 8, 1, 4, EPI, true>(__VA_ARGS__))
 
+/* fp8 (e4m3 codes, mma.sync m16n8k32): the decode tiles and the 64-row
+ * tile for everything above (no e4m3 wgmma tile yet) */
+#define FX_DISPATCH_FP8(cfgid, EPI, F, ...)                                                                \
+    (cfgid == CFG_16x128  ? F<__nv_fp8_e4m3, 16, 128, 1, 4, 6, EPI, false>(__VA_ARGS__)                   \
+     : cfgid == CFG_16x64 ? F<__nv_fp8_e4m3, 16, 64, 1, 2, 8, EPI, false>(__VA_ARGS__)                    \
+                          : F<__nv_fp8_e4m3, 64, 128, 2, 4, 4, EPI, false>(__VA_ARGS__))
+#define FX_DISPATCH_ANY(fp8, cfgid, EPI, F, ...)                                                          \
+    ((fp8) ? FX_DISPATCH_FP8(cfgid, EPI, F, __VA_ARGS__) : FX_DISPATCH(cfgid, EPI, F, __VA_ARGS__))
+
 int pick_bn(int touched_est, int n_cols_per128) /* CFG for a decode GEMM */
 {
     return (int64_t)touched_est * n_cols_per128 < 2 * 132 ? CFG_16x64 : CFG_16x128;
@@ -197,18 +252,30 @@ struct fx_ws {
     moe_cuda_fx_layout L;
     void *h, *y;
     float *acc;
+    uint8_t *xq, *hq; /* fp8: quantized x [M, H] and h [cap, I] */
+    float *sx, *sh;   /* their row scales */
 };
 
-void carve(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, void *ws, fx_ws *w)
+int is_fp8(const moe_cuda_fx_problem *p) { return p->scheme == MOE_SCHEME_FP8_WCHANNEL_ATOKEN; }
+
+/* bytes of the workspace; with ws, its pieces too */
+size_t carve(const moe_cuda_fx_problem *p, int bm, void *ws, fx_ws *w)
 {
-    const int bm = plan->bm1;
-    moe_cuda_fx_layout_carve(ws, p->M, p->topk, p->E, bm, &w->L);
-    char *c = (char *)ws + up256(moe_cuda_fx_layout_bytes(p->M, p->topk, p->E, bm));
-    const size_t cap = (size_t)w->L.cap;
-    w->h = c, c += up256(cap * p->I * 2);
-    w->y = NULL, w->acc = NULL;
-    if (p->atomic) w->acc = (float *)c;
-    else w->y = c;
+    const size_t cap = (size_t)moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);
+    size_t off = up256(moe_cuda_fx_layout_bytes(p->M, p->topk, p->E, bm));
+    char *c = (char *)ws;
+    auto take = [&](size_t bytes) { void *q = c ? c + off : NULL; off += up256(bytes); return q; };
+    if (ws) moe_cuda_fx_layout_carve(ws, p->M, p->topk, p->E, bm, &w->L);
+    void *h = take(cap * p->I * 2);
+    void *y = p->atomic ? NULL : take(cap * p->H * 2);
+    void *acc = p->atomic ? take((size_t)p->M * p->H * 4) : NULL;
+    void *xq = NULL, *hq = NULL, *sx = NULL, *sh = NULL;
+    if (is_fp8(p)) xq = take((size_t)p->M * p->H), sx = take((size_t)p->M * 4), hq = take(cap * p->I), sh = take(cap * 4);
+    if (ws) {
+        w->h = h, w->y = y, w->acc = (float *)acc;
+        w->xq = (uint8_t *)xq, w->hq = (uint8_t *)hq, w->sx = (float *)sx, w->sh = (float *)sh;
+    }
+    return off;
 }
 
 } // namespace
@@ -287,11 +354,14 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     if (p->M < 1 || p->E < 1 || p->topk < 1 || p->topk > p->E || p->H < 1 || p->I < 1)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx problem: M %d, E %d, topk %d, H %d, I %d: the rule is all >= 1, topk <= E",
                         p->M, p->E, p->topk, p->H, p->I);
-    if (p->scheme != MOE_SCHEME_BF16)
-        return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: scheme %s: the fused fast path implements bf16 only",
+    if (p->scheme != MOE_SCHEME_BF16 && p->scheme != MOE_SCHEME_FP8_WCHANNEL_ATOKEN)
+        return moe_fail(MOE_ERR_UNSUPPORTED,
+                        "fx problem: scheme %s: the fused fast path implements bf16 and fp8_wchannel_atoken only",
                         moe_scheme_name(p->scheme));
-    if (p->H % 8 || p->I % 8)
-        return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: H %d and I %d must be multiples of 8 (16-byte row copies)", p->H, p->I);
+    const int mult = is_fp8(p) ? 16 : 8;
+    if (p->H % mult || p->I % mult)
+        return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: H %d and I %d must be multiples of %d (16-byte row copies)", p->H,
+                        p->I, mult);
     if (p->E > ALIGN_THREADS) return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: E %d > %d", p->E, ALIGN_THREADS);
     if (!moe_act_is_gated(p->act.act) || p->act.swiglu_alpha || p->act.swiglu_beta || p->act.swiglu_limit)
         return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: act must be gated with no per-expert tensors");
@@ -302,25 +372,24 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     const int64_t avg = (slots + touched - 1) / touched;
     int c1, c2;
     if (avg <= 16) c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
-    else if (avg <= 64) c1 = c2 = CFG_64x128;
+    else if (avg <= 64 || is_fp8(p)) c1 = c2 = CFG_64x128;
     else c1 = c2 = CFG_128x256;
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
-    /* GEMM2 may start while GEMM1 runs only when GEMM1's CTAs fit in one
-     * wave of two per SM (Qwen3 M = 1: 41.6 -> 37.0 us); with more waves the
-     * waiting GEMM2 CTAs took slots GEMM1 still needed (DeepSeek-V3 M = 64
-     * 4.41 -> 4.57 ms) */
+    /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
+     * in one wave of two per SM (NOTES.md, v7): with more waves its waiting
+     * CTAs would hold slots GEMM1 still needs */
     plan->trigger_early = avg <= 16 && touched * ((p->I + plan->bn1 - 1) / plan->bn1) <= 2 * 132;
     const int bm = plan->bm1;
     plan->max_blocks = (int)((slots + bm - 1) / bm + touched); /* sum of ceil(c_e / bm) over touched experts */
     const int cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);
     if (plan->max_blocks > cap / bm) plan->max_blocks = cap / bm;
-    plan->launches = p->atomic ? 5 : 4;
-    plan->workspace = up256(moe_cuda_fx_layout_bytes(p->M, p->topk, p->E, bm)) + up256((size_t)cap * p->I * 2) +
-                      (p->atomic ? up256((size_t)p->M * p->H * 4) : up256((size_t)cap * p->H * 2));
+    plan->launches = (p->atomic ? 5 : 4) + (is_fp8(p) ? 2 : 0);
+    plan->workspace = carve(p, bm, NULL, NULL);
     /* raise the shared-memory limit of the kernels this plan launches */
-    cudaError_t ce = FX_DISPATCH(c1, fx::EPI_GATED, fx::gemm_prepare, );
-    if (ce == cudaSuccess) ce = p->atomic ? FX_DISPATCH(c2, fx::EPI_WATOMIC, fx::gemm_prepare, )
-                                          : FX_DISPATCH(c2, fx::EPI_WSTORE, fx::gemm_prepare, );
+    const int f8 = is_fp8(p);
+    cudaError_t ce = FX_DISPATCH_ANY(f8, c1, fx::EPI_GATED, fx::gemm_prepare, );
+    if (ce == cudaSuccess) ce = p->atomic ? FX_DISPATCH_ANY(f8, c2, fx::EPI_WATOMIC, fx::gemm_prepare, )
+                                          : FX_DISPATCH_ANY(f8, c2, fx::EPI_WSTORE, fx::gemm_prepare, );
     if (ce != cudaSuccess) return moe_cu_fail(ce, "cudaFuncSetAttribute (fx gemm)");
     return MOE_OK;
 }
@@ -337,33 +406,51 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
 {
     if (!p || !plan || !a || !workspace)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: problem, plan, args and workspace must not be NULL");
-    const int c1 = cfg_of(plan->bm1, plan->bn1 * 2), c2 = cfg_of(plan->bm2, plan->bn2);
+    const int c1 = cfg_of(plan->bm1, plan->bn1 * 2), c2 = cfg_of(plan->bm2, plan->bn2), f8 = is_fp8(p);
     if (c1 < 0 || c2 < 0 || plan->bm1 != plan->bm2) return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make");
+    if (f8 && (!a->w1_scale || !a->w2_scale))
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: fp8_wchannel_atoken needs w1_scale and w2_scale");
     fx_ws w;
-    carve(p, plan, workspace, &w);
+    carve(p, plan->bm1, workspace, &w);
+    moe_quant_spec as;
+    if (f8) moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &as);
     if (p->atomic) MOE_CU(cudaMemsetAsync(w.acc, 0, (size_t)p->M * p->H * 4, S(stream)));
+    cudaError_t ce;
+    if (f8) { /* x per token, before the align (which does not read it) */
+        ce = launch_ex(quant_rows_kernel, (unsigned)p->M, 256, S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
+                       (const int32_t *)NULL, 1, as, w.xq, w.sx);
+        if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
+    }
     moe_status st = moe_cuda_fx_align(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream);
     if (st) return st;
     moe_act_params act = p->act;
     act.layout = MOE_LAYOUT_GATE_UP;
     fx::gemm_params g1;
     memset(&g1, 0, sizeof g1);
-    g1.a = a->x, g1.a_gather = 1, g1.a_div = p->topk;
+    g1.a = f8 ? (const void *)w.xq : a->x, g1.a_gather = 1, g1.a_div = p->topk;
     g1.sorted = w.L.sorted, g1.block_expert = w.L.block_expert, g1.num_blocks = w.L.num_blocks;
     g1.w = a->w1, g1.N = 2 * p->I, g1.K = p->H, g1.I = p->I, g1.out = w.h, g1.act = act, g1.topk = p->topk;
+    if (f8) g1.a_scale = w.sx, g1.w_scale = a->w1_scale;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
      * kernel before each (NOTES.md, v7): their launch latency hides under
      * the previous kernel, and GEMM2 streams its first weight tiles while
-     * GEMM1 finishes; decode GEMM1 lets GEMM2 start early */
+     * GEMM1 (fp8: the quantization of h) finishes; decode GEMM1 lets the
+     * next kernel start early */
     g1.pdl_trigger = plan->trigger_early;
-    cudaError_t ce = FX_DISPATCH(c1, fx::EPI_GATED, fx::gemm_launch, g1, plan->max_blocks, p->I, S(stream), true);
+    ce = FX_DISPATCH_ANY(f8, c1, fx::EPI_GATED, fx::gemm_launch, g1, plan->max_blocks, p->I, S(stream), true);
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
+    if (f8) { /* h per padded row, rows of the used blocks only */
+        ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, 256, S(stream), true, (const __nv_bfloat16 *)w.h, p->I,
+                       (const int32_t *)w.L.num_blocks, plan->bm1, as, w.hq, w.sh);
+        if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");
+    }
     fx::gemm_params g2 = g1;
-    g2.a = w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = p->H, g2.K = p->I, g2.I = 0;
+    g2.a = f8 ? (const void *)w.hq : w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = p->H, g2.K = p->I, g2.I = 0;
     g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1;
+    if (f8) g2.a_scale = w.sh, g2.w_scale = a->w2_scale;
     if (p->atomic) {
         g2.acc_out = w.acc; /* zeroed before the align */
-        ce = FX_DISPATCH(c2, fx::EPI_WATOMIC, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream), true);
+        ce = FX_DISPATCH_ANY(f8, c2, fx::EPI_WATOMIC, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream), true);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
         const int64_t n = (int64_t)p->M * p->H;
         ce = launch_ex(convert_kernel<__nv_bfloat16>, grid_for(n, 256), 256, S(stream), true, (const float *)w.acc, n,
@@ -371,7 +458,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx convert_kernel");
     }
     g2.out = w.y;
-    ce = FX_DISPATCH(c2, fx::EPI_WSTORE, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream), true);
+    ce = FX_DISPATCH_ANY(f8, c2, fx::EPI_WSTORE, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream), true);
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
     return combine(w.y, &w.L, NULL, p->M, p->topk, p->H, MOE_BF16, a->out, stream, true);
 }

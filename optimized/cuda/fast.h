@@ -25,6 +25,11 @@
  * stream each touched expert's weights once; prefill: 64 / 128-row tiles)
  * and recorded in moe_cuda_fx_plan for the notes and the bench.
  *
+ * fp8_wchannel_atoken: x and h are quantized per row by the reference's
+ * rule (reference/quant_core.h, e4m3, scale per token), the GEMMs multiply
+ * e4m3 codes (mma.sync m16n8k32) and scale the f32 sums by the row's and
+ * the weight row's scales in the epilogue; g, u, h and the outputs are bf16.
+ *
  * Numerics: operands as stored (bf16 / f16), products exact in the tensor
  * cores, f32 accumulation in the tensor cores' order (BOUNDED, not EXACT,
  * against the reference: include/moe/bounds.h), g and u rounded to x's
@@ -46,18 +51,21 @@ extern "C" {
 
 typedef struct {
     int M, E, topk, H, I;   /* tokens, experts, top-k, hidden, intermediate (per expert) */
-    moe_scheme scheme;      /* MOE_SCHEME_BF16 (the only scheme implemented: others are MOE_ERR_UNSUPPORTED) */
+    moe_scheme scheme;      /* MOE_SCHEME_BF16, or MOE_SCHEME_FP8_WCHANNEL_ATOKEN (x stays bf16, quantized per token
+                             * in the forward; w1 / w2 e4m3 codes with per-row scales); others MOE_ERR_UNSUPPORTED */
     moe_act_params act;     /* a gated activation, layout GATE_UP (w1 rows: I gate rows, then I up rows) */
     int atomic;             /* 0: deterministic combine, 1: atomic f32 combine */
 } moe_cuda_fx_problem;
 
 typedef struct {
-    const void *x;          /* [M, H] scheme's dtype */
+    const void *x;          /* [M, H] bf16 */
     const int32_t *topk_ids;/* [M, topk], each in [0, E), distinct per token */
     const float *topk_w;    /* [M, topk] */
-    const void *w1;         /* [E, 2I, H] */
-    const void *w2;         /* [E, H, I] */
+    const void *w1;         /* [E, 2I, H] bf16, or e4m3 codes (fp8) */
+    const void *w2;         /* [E, H, I] bf16, or e4m3 codes (fp8) */
     void *out;              /* [M, H] x's dtype */
+    const float *w1_scale;  /* fp8_wchannel_atoken: f32 [E, 2I], the weights' per-row scales (else unused) */
+    const float *w2_scale;  /* fp8_wchannel_atoken: f32 [E, H] */
 } moe_cuda_fx_args;
 
 typedef struct {

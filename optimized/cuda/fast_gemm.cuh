@@ -34,6 +34,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 #include <type_traits>
 #include "moe/act.h"
@@ -56,12 +57,15 @@ struct gemm_params {
     float *acc_out;              /* WATOMIC: f32 [M, N] */
     int topk;
     moe_act_params act;          /* GATED; layout GATE_UP */
+    const float *a_scale;        /* fp8: per A row (gathered: by token, else by padded row), or NULL */
+    const float *w_scale;        /* fp8: per weight row [E, N], or NULL */
     int max_blocks, n_tiles, group; /* the grid (set by gemm_launch) */
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
 };
 
 template <class T> struct tc;
 template <> struct tc<__nv_bfloat16> {
+    typedef __nv_bfloat16 out_t;
     static constexpr moe_dtype dt = MOE_BF16;
     static __device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b)
     {
@@ -74,6 +78,7 @@ template <> struct tc<__nv_bfloat16> {
     static __device__ __forceinline__ float f32(__nv_bfloat16 v) { return __bfloat162float(v); }
 };
 template <> struct tc<__half> {
+    typedef __half out_t;
     static constexpr moe_dtype dt = MOE_F16;
     static __device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b)
     {
@@ -84,6 +89,21 @@ template <> struct tc<__half> {
     }
     static __device__ __forceinline__ __half rnd(float v) { return __float2half_rn(v); }
     static __device__ __forceinline__ float f32(__half v) { return __half2float(v); }
+};
+
+/* e4m3 operands (fp8_wchannel_atoken): m16n8k32 takes the same fragment
+ * bytes as m16n8k16 bf16 (ldmatrix moves 16-bit pairs either way); the
+ * products are scaled in the epilogue and the outputs are bf16 */
+template <> struct tc<__nv_fp8_e4m3> {
+    typedef __nv_bfloat16 out_t;
+    static constexpr moe_dtype dt = MOE_E4M3;
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b)
+    {
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
 };
 
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, bool valid)
@@ -166,7 +186,9 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     if (p.pdl_trigger) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
     const int row0 = blk * BM;
-    const int K = p.K, KT = (K + 63) / 64, ck = tid & 7;
+    typedef typename tc<T>::out_t TO;
+    constexpr int EPC = 16 / (int)sizeof(T), KTILE = 8 * EPC; /* elements per 16-byte chunk / per k tile */
+    const int K = p.K, KT = (K + KTILE - 1) / KTILE, ck = tid & 7;
     uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
     if (WG) sbase = (sbase + 1023) & ~1023u;
 
@@ -179,7 +201,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
         const int s = p.sorted[r];
         aval[i] = s >= 0;
         const int64_t src = p.a_gather ? (s >= 0 ? s / p.a_div : 0) : r;
-        arow[i] = (const T *)p.a + src * (int64_t)K + ck * 8;
+        arow[i] = (const T *)p.a + src * (int64_t)K + ck * EPC;
     }
     const T *brow[C::B_PER];
     bool bval[C::B_PER];
@@ -195,19 +217,19 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
             n = nt * BN + j;
             bval[i] = n < p.N;
         }
-        brow[i] = (const T *)p.w + ((int64_t)e * p.N + (bval[i] ? n : 0)) * K + ck * 8;
+        brow[i] = (const T *)p.w + ((int64_t)e * p.N + (bval[i] ? n : 0)) * K + ck * EPC;
     }
 
     auto load = [&](int stage, int kt, bool a, bool b) {
         const uint32_t sa = sbase + stage * C::STAGE_BYTES, sb = sa + BM * 128;
-        const int k0 = kt * 64 + ck * 8;
+        const int k0 = kt * KTILE + ck * EPC;
         const bool kin = k0 < K;
 #pragma unroll
         for (int i = 0; a && i < C::A_PER; i++)
-            cp_async16(sa + swz(tid / 8 + i * (C::NT / 8), ck), arow[i] + (kin ? kt * 64 : 0), aval[i] && kin);
+            cp_async16(sa + swz(tid / 8 + i * (C::NT / 8), ck), arow[i] + (kin ? kt * KTILE : 0), aval[i] && kin);
 #pragma unroll
         for (int i = 0; b && i < C::B_PER; i++)
-            cp_async16(sb + swz(tid / 8 + i * (C::NT / 8), ck), brow[i] + (kin ? kt * 64 : 0), bval[i] && kin);
+            cp_async16(sb + swz(tid / 8 + i * (C::NT / 8), ck), brow[i] + (kin ? kt * KTILE : 0), bval[i] && kin);
     };
 
     float acc[C::MF][C::NF][4];
@@ -285,8 +307,11 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
             const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8;
             const int slot = p.sorted[r];
             if (EPI != EPI_GATED && slot < 0) continue; /* pad row: nothing to store */
+            /* fp8: acc * a_scale(row) * w_scale(e, n), f32, in that order */
+            const float sa = !p.a_scale ? 1.0f : p.a_scale[p.a_gather ? (slot >= 0 ? slot / p.a_div : 0) : r];
+            const float *sw = p.w_scale ? p.w_scale + (int64_t)e * p.N : NULL;
             if (EPI == EPI_GATED) {
-                T *hrow = (T *)p.out + (int64_t)r * p.I;
+                TO *hrow = (TO *)p.out + (int64_t)r * p.I;
                 /* the activation fixed at compile time: silu(g) * u written out,
                  * swigluoai through moe_act_gated with the act field set to a
                  * constant (folds its switch), so 64 independent evaluations a
@@ -303,12 +328,13 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
                     for (int q = 0; q < C::NF / 2; q++) {
                         const int col = nt * (BN / 2) + ((wn * C::WTN) / 16 + q) * 8 + t2;
                         if (col >= p.I) continue;
-                        T v2[2];
+                        TO v2[2];
 #pragma unroll
                         for (int c = 0; c < 2; c++) {
-                            const float g = tc<T>::f32(tc<T>::rnd(acc[mi][2 * q][h * 2 + c]));
-                            const float u = tc<T>::f32(tc<T>::rnd(acc[mi][2 * q + 1][h * 2 + c]));
-                            v2[c] = tc<T>::rnd(silu ? moe_siluf(g) * u : moe_act_gated(&a, tc<T>::dt, g, u, e, NULL, NULL, NULL));
+                            float ga = acc[mi][2 * q][h * 2 + c], ua = acc[mi][2 * q + 1][h * 2 + c];
+                            if (sw) ga = (ga * sa) * sw[col + c], ua = (ua * sa) * sw[p.I + col + c];
+                            const float g = tc<TO>::f32(tc<TO>::rnd(ga)), u = tc<TO>::f32(tc<TO>::rnd(ua));
+                            v2[c] = tc<TO>::rnd(silu ? moe_siluf(g) * u : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
                         }
                         /* I % 8 == 0: col + 1 < I, 4-byte aligned */
                         *(uint32_t *)(hrow + col) = (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
@@ -326,13 +352,14 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
                     for (int c = 0; c < 2; c++) {
                         if (n + c >= p.N) continue;
                         float v = acc[mi][ni][h * 2 + c];
+                        if (sw) v = (v * sa) * sw[n + c];
                         if (EPI == EPI_STORE) {
                             if (p.bias) v = v + p.bias[(int64_t)e * p.N + n + c];
                             const int64_t o = (int64_t)slot * p.N + n + c;
                             if (p.out_dtype == MOE_F32) ((float *)p.out)[o] = v;
-                            else ((T *)p.out)[o] = tc<T>::rnd(v);
+                            else ((TO *)p.out)[o] = tc<TO>::rnd(v);
                         } else if (EPI == EPI_WSTORE) {
-                            ((T *)p.out)[(int64_t)r * p.N + n + c] = tc<T>::rnd(v * wgt);
+                            ((TO *)p.out)[(int64_t)r * p.N + n + c] = tc<TO>::rnd(v * wgt);
                         } else {
                             atomicAdd(p.acc_out + (int64_t)(slot / p.topk) * p.N + n + c, v * wgt);
                         }
