@@ -217,9 +217,9 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
 }
 
 /* The tile configurations (NOTES.md: why these). Decode: 16-row blocks,
- * 4 warps side by side along N, 4 stages of 16 KB of weights in flight;
- * BN 64 when too few CTAs would stream the weights. Prefill: 64 / 128-row
- * blocks, 8 warps. */
+ * 4 (BN 128) or 2 (BN 64, when too few CTAs would stream the weights) warps
+ * side by side along N. Prefill: 64-row blocks of 8 warps, 128 x 256
+ * blocks of two warpgroups. */
 enum Cfg { CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_COUNT };
 const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128}, CFG_BN[CFG_COUNT] = {128, 64, 128, 256};
 
@@ -227,7 +227,7 @@ const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128}, CFG_BN[CFG_COUNT] = {128, 64, 1
  * tiles keep 6 / 8 stages of weights in flight (a CTA's k loop is a chain
  * of memory round trips: 4 stages left DeepSeek M = 16 at 90% of the read
  * bandwidth, 6 / 8 at 95%); a 64 x 256 wgmma tile for the middle range lost
- * to the 64 x 128 mma.sync one (NOTES.md, v3). */
+ * to the 64 x 128 mma.sync one (NOTES.md, v5). */
 #define FX_DISPATCH(cfgid, EPI, F, ...)                                                                    \
     (cfgid == CFG_16x128   ? F<__nv_bfloat16, 16, 128, 1, 4, 6, EPI, false>(__VA_ARGS__)                  \
      : cfgid == CFG_16x64  ? F<__nv_bfloat16, 16, 64, 1, 2, 8, EPI, false>(__VA_ARGS__)                   \

@@ -520,6 +520,29 @@ START_TEST(forward_refusals)
 }
 END_TEST
 
+START_TEST(piece_refusals)
+{
+    /* the pieces of fast.h refuse what they cannot take before touching memory */
+    moe_cuda_fx_layout L;
+    memset(&L, 0, sizeof L);
+    int32_t ids[2] = {0, 1};
+    ck_assert_int_eq(moe_cuda_fx_align(ids, 1, 2, 0, 16, &L, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "E = 0"));
+    ck_assert_int_eq(moe_cuda_fx_align(ids, 1, 2, 2000, 16, &L, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_int_eq(moe_cuda_fx_align(ids, 1, 2, 8, 0, &L, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "bm = 0"));
+    ck_assert_int_eq(moe_cuda_fx_gather(NULL, MOE_F32, 64, 2, &L, 1, NULL, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_int_eq(moe_cuda_fx_gather(NULL, MOE_BF16, 60, 2, &L, 1, NULL, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "H (60)"));
+    moe_act_params relu2 = moe_act_defaults(MOE_ACT_RELU2, MOE_LAYOUT_GATE_UP);
+    ck_assert_int_eq(moe_cuda_fx_act_rows(NULL, 1, 64, &relu2, MOE_BF16, NULL, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "gated"));
+    ck_assert_int_eq(moe_cuda_fx_combine(NULL, &L, NULL, 1, 2, 60, MOE_BF16, NULL, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_int_eq(moe_cuda_fx_combine(NULL, &L, NULL, 1, 2, 64, MOE_F32, NULL, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "dtype"));
+}
+END_TEST
+
 START_TEST(plan_refusals)
 {
     moe_cuda_fx_problem p;
@@ -552,6 +575,7 @@ static void add_tests(Suite *s)
     tcase_add_test(tc, fused_forward_matches_host);
     tcase_add_test(tc, fused_forward_graph_capture);
     tcase_add_test(tc, plan_refusals);
+    tcase_add_test(tc, piece_refusals);
     tcase_add_test(tc, forward_refusals);
     tcase_add_test(tc, fused_fp8_matches_host);
 }
