@@ -132,49 +132,96 @@ template <class T> __global__ void convert_kernel(const float *a, int64_t n, T *
         out[i] = fx::tc<T>::rnd(a[i]);
 }
 
-/* fp8_wchannel_atoken's activation quantization, one CTA per row: the
- * reference's row statistics (max |x| over the non-NaN elements, a NaN
- * flag; the maximum is exact in any order) and its rule and element
- * encoding (quant_core.h), so q and the scale are the reference's bits.
- * Rows past *num_blocks * bm (never written by GEMM1) are skipped. */
-__global__ void quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *num_blocks, int bm,
-                                  moe_quant_spec spec, uint8_t *q, float *scale)
+/* the reference's statistics of one scale group from its reductions
+ * (max |x| over the non-NaN elements, signed max / min, a NaN flag; maxima
+ * are exact in any order) */
+__device__ moe_q_stats group_stats(float ai, float mx, float mn, int nan)
 {
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    const int64_t r = blockIdx.x;
-    if (num_blocks && r >= (int64_t)*num_blocks * bm) return;
-    const __nv_bfloat16 *xr = x + r * cols;
-    float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
-    int nan = 0;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x) {
-        const float v = __bfloat162float(xr[c]);
-        if (v != v) {
-            nan = 1;
-            continue;
-        }
-        ai = fmaxf(ai, fabsf(v)), mx = fmaxf(mx, v), mn = fminf(mn, v);
-    }
-    __shared__ float s_ai[32], s_mx[32], s_mn[32];
-    __shared__ int s_nan[32];
+    moe_q_stats st;
+    st.amax_prop = st.amax_ign = ai, st.vmax = mx, st.vmin = mn;
+    if (nan) st.amax_prop = st.vmax = st.vmin = moe_u32_as_f32(0x7FC00000u);
+    return st;
+}
+
+__device__ void warp_stats(float &ai, float &mx, float &mn, int &nan)
+{
     for (int o = 16; o > 0; o >>= 1) {
         ai = fmaxf(ai, __shfl_xor_sync(0xffffffffu, ai, o));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
         nan |= __shfl_xor_sync(0xffffffffu, nan, o);
     }
-    const int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    if ((threadIdx.x & 31) == 0) s_ai[w] = ai, s_mx[w] = mx, s_mn[w] = mn, s_nan[w] = nan;
-    __syncthreads();
-    ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF, nan = 0;
-    for (int i = 0; i < nw; i++) ai = fmaxf(ai, s_ai[i]), mx = fmaxf(mx, s_mx[i]), mn = fminf(mn, s_mn[i]), nan |= s_nan[i];
-    moe_q_stats st;
-    st.amax_prop = st.amax_ign = ai, st.vmax = mx, st.vmin = mn;
-    if (nan) st.amax_prop = st.vmax = st.vmin = moe_u32_as_f32(0x7FC00000u);
+}
+
+__device__ void stats_add(float v, float &ai, float &mx, float &mn, int &nan)
+{
+    if (v != v) nan = 1;
+    else ai = fmaxf(ai, fabsf(v)), mx = fmaxf(mx, v), mn = fminf(mn, v);
+}
+
+/* The 8-bit schemes' activation quantization, one CTA per row, with the
+ * reference's rule and element encoding (quant_core.h), so codes and
+ * scales are the reference's bits: per row (ROW), per 128 columns (GROUP:
+ * a warp per group) or with the tensor's amax from tensor_amax (TENSOR:
+ * amax_kernel or GEMM1's epilogue). Rows past *num_blocks * bm (never
+ * written by GEMM1) are skipped. */
+__global__ void quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *num_blocks, int bm,
+                                  moe_quant_spec spec, const float *tensor_amax, uint8_t *q, float *scale)
+{
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int64_t r = blockIdx.x;
+    if (num_blocks && r >= (int64_t)*num_blocks * bm) return;
+    const __nv_bfloat16 *xr = x + r * cols;
+    uint8_t *qr = q + r * cols;
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     moe_q_group grp;
+    if (spec.gran == MOE_GRAN_GROUP) { /* cols % group_k == 0, group_k a multiple of 32 */
+        const int G = spec.group_k, ng = cols / G;
+        for (int gi = w; gi < ng; gi += nw) {
+            float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
+            int nan = 0;
+            for (int c = lane; c < G; c += 32) stats_add(__bfloat162float(xr[gi * G + c]), ai, mx, mn, nan);
+            warp_stats(ai, mx, mn, nan);
+            const moe_q_stats st = group_stats(ai, mx, mn, nan);
+            moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
+            if (lane == 0) scale[r * ng + gi] = grp.scale;
+            for (int c = lane; c < G; c += 32)
+                qr[gi * G + c] = moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c])));
+        }
+        return;
+    }
+    moe_q_stats st;
+    if (spec.gran == MOE_GRAN_TENSOR) {
+        const float a = *tensor_amax; /* NaN elements were skipped: amax_nan IGNORE */
+        st = group_stats(a, a, -a, 0);
+    } else {
+        float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
+        int nan = 0;
+        for (int c = threadIdx.x; c < cols; c += blockDim.x) stats_add(__bfloat162float(xr[c]), ai, mx, mn, nan);
+        __shared__ float s_ai[32], s_mx[32], s_mn[32];
+        __shared__ int s_nan[32];
+        warp_stats(ai, mx, mn, nan);
+        if (lane == 0) s_ai[w] = ai, s_mx[w] = mx, s_mn[w] = mn, s_nan[w] = nan;
+        __syncthreads();
+        ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF, nan = 0;
+        for (int i = 0; i < nw; i++) ai = fmaxf(ai, s_ai[i]), mx = fmaxf(mx, s_mx[i]), mn = fminf(mn, s_mn[i]), nan |= s_nan[i];
+        st = group_stats(ai, mx, mn, nan);
+    }
     moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
-    if (threadIdx.x == 0) scale[r] = grp.scale;
+    if (threadIdx.x == 0 && (spec.gran != MOE_GRAN_TENSOR || r == 0)) scale[spec.gran == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
     for (int c = threadIdx.x; c < cols; c += blockDim.x)
-        q[r * cols + c] = moe_qc_encode(MOE_E4M3, moe_qc_step(&spec, &grp, __bfloat162float(xr[c])));
+        qr[c] = moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, __bfloat162float(xr[c])));
+}
+
+/* max |x| over the non-NaN elements of x (fp8_wtensor_atensor's x) into
+ * *amax (zeroed before; f32 bits of values >= 0 order as u32) */
+__global__ void amax_kernel(const __nv_bfloat16 *x, int64_t n, float *amax)
+{
+    float m = 0.0f;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        m = fmaxf(m, fabsf(__bfloat162float(x[i])));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0 && m > 0.0f) atomicMax((unsigned *)amax, __float_as_uint(m));
 }
 
 unsigned grid_for(int64_t n, int threads)
@@ -218,30 +265,90 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
 
 /* The tile configurations (NOTES.md: why these). Decode: 16-row blocks,
  * 4 (BN 128) or 2 (BN 64, when too few CTAs would stream the weights) warps
- * side by side along N. Prefill: 64-row blocks of 8 warps, 128 x 256
- * blocks of two warpgroups. */
-enum Cfg { CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_COUNT };
-const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128}, CFG_BN[CFG_COUNT] = {128, 64, 128, 256};
+ * side by side along N. Prefill: 64-row blocks of 8 warps; 128-row blocks
+ * of two warpgroups, 128 x 256 for bf16, 128 x 128 for e4m3 (the promotion
+ * needs a second and third set of accumulators: 3 x 64 registers). */
+enum Cfg { CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_128x128, CFG_COUNT };
+const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128}, CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128};
 
-/* 16 and 64-row blocks: mma.sync; 128-row blocks: wgmma warpgroups. Decode
- * tiles keep 6 / 8 stages of weights in flight (a CTA's k loop is a chain
- * of memory round trips: 4 stages left DeepSeek M = 16 at 90% of the read
- * bandwidth, 6 / 8 at 95%); a 64 x 256 wgmma tile for the middle range lost
- * to the 64 x 128 mma.sync one (NOTES.md, v5). */
-#define FX_DISPATCH(cfgid, EPI, F, ...)                                                                    \
-    (cfgid == CFG_16x128   ? F<__nv_bfloat16, 16, 128, 1, 4, 6, EPI, false>(__VA_ARGS__)                  \
-     : cfgid == CFG_16x64  ? F<__nv_bfloat16, 16, 64, 1, 2, 8, EPI, false>(__VA_ARGS__)                   \
-     : cfgid == CFG_64x128 ? F<__nv_bfloat16, 64, 128, 2, 4, 4, EPI, false>(__VA_ARGS__)                  \
-                           : F<__nv_bfloat16, 128, 256, 8, 1, 4, EPI, true>(__VA_ARGS__))
+/* What the GEMMs multiply: bf16 values, e4m3 codes with epilogue scales
+ * (per tensor / per row), e4m3 codes with k-tile scales (block 128), int8
+ * codes with epilogue scales, bf16 x times 4-bit weight codes dequantized
+ * in the kernel (int4 groups of 128, e2m1 with MX scales). */
+enum Kind { KIND_BF16 = 0, KIND_FP8, KIND_FP8_BLOCK, KIND_I8, KIND_W4, KIND_MX4 };
 
-/* fp8 (e4m3 codes, mma.sync m16n8k32): the decode tiles and the 64-row
- * tile for everything above (no e4m3 wgmma tile yet) */
-#define FX_DISPATCH_FP8(cfgid, EPI, F, ...)                                                                \
-    (cfgid == CFG_16x128  ? F<__nv_fp8_e4m3, 16, 128, 1, 4, 6, EPI, false>(__VA_ARGS__)                   \
-     : cfgid == CFG_16x64 ? F<__nv_fp8_e4m3, 16, 64, 1, 2, 8, EPI, false>(__VA_ARGS__)                    \
-                          : F<__nv_fp8_e4m3, 64, 128, 2, 4, 4, EPI, false>(__VA_ARGS__))
-#define FX_DISPATCH_ANY(fp8, cfgid, EPI, F, ...)                                                          \
-    ((fp8) ? FX_DISPATCH_FP8(cfgid, EPI, F, __VA_ARGS__) : FX_DISPATCH(cfgid, EPI, F, __VA_ARGS__))
+Kind kind_of(moe_scheme s)
+{
+    switch (s) {
+    case MOE_SCHEME_FP8_WTENSOR_ATENSOR:
+    case MOE_SCHEME_FP8_WCHANNEL_ATOKEN: return KIND_FP8;
+    case MOE_SCHEME_FP8_WBLOCK128_AGROUP128: return KIND_FP8_BLOCK;
+    case MOE_SCHEME_INT8_WCHANNEL_ATOKEN: return KIND_I8;
+    case MOE_SCHEME_W4A16_G128: return KIND_W4;
+    case MOE_SCHEME_MXFP4_W4A16: return KIND_MX4;
+    default: return KIND_BF16;
+    }
+}
+
+int scheme_ok(moe_scheme s)
+{
+    return s == MOE_SCHEME_BF16 || kind_of(s) != KIND_BF16;
+}
+
+/* the tiles each kind has: the wgmma ones are bf16 (128 x 256) and e4m3
+ * (128 x 128, promoted); int8 and the 4-bit weights have mma.sync tiles only */
+int cfg_ok(Kind k, int c)
+{
+    if (c < 0 || c >= CFG_COUNT) return 0;
+    if (c == CFG_128x256) return k == KIND_BF16;
+    if (c == CFG_128x128) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
+    return 1;
+}
+
+/* one instantiation of the GEMM: its shared-memory limit and its launch */
+template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> struct tile {
+    template <int EPI> static cudaError_t prepare() { return fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>(); }
+    template <int EPI> static cudaError_t launch(const fx::gemm_params &g, int max_blocks, int n_cols, cudaStream_t s)
+    {
+        return fx::gemm_launch<T, BM, BN, WM, WN, ST, EPI, WG, QS>(g, max_blocks, n_cols, s, true);
+    }
+};
+
+/* Decode tiles keep 6 / 8 stages of weights in flight (a CTA's k loop is
+ * a chain of memory round trips: 4 stages left DeepSeek M = 16 at 90% of the
+ * read bandwidth, 6 / 8 at 95%); 4-bit stages hold a quarter of the bytes,
+ * so more of them, within 64 KB a CTA (three or four CTAs an SM hide the
+ * dequantization's latency); a 64 x 256 wgmma tile for the middle range lost to the
+ * 64 x 128 mma.sync one (NOTES.md, v5). */
+template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
+{
+    constexpr int W4 = QS >= fx::QS_W4_INT;
+    switch (c) {
+    case CFG_16x128: return f(tile<T, 16, 128, 1, 4, W4 ? 8 : 6, false, QS>());
+    case CFG_16x64: return f(tile<T, 16, 64, 1, 2, W4 ? 12 : 8, false, QS>());
+    case CFG_64x128: return f(tile<T, 64, 128, 2, 4, W4 ? 6 : 4, false, QS>());
+    case CFG_128x256:
+        if constexpr (sizeof(T) == 2 && !W4) return f(tile<T, 128, 256, 8, 1, 4, true, QS>());
+        break;
+    case CFG_128x128:
+        if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return f(tile<T, 128, 128, 8, 1, 6, true, QS>());
+        break;
+    }
+    return cudaErrorInvalidValue;
+}
+
+template <class F> cudaError_t with_tile(Kind k, int c, F f)
+{
+    if (!cfg_ok(k, c)) return cudaErrorInvalidValue;
+    switch (k) {
+    case KIND_BF16: return with_tile_t<__nv_bfloat16, 0>(c, f);
+    case KIND_FP8: return with_tile_t<__nv_fp8_e4m3, fx::QS_EPILOGUE>(c, f);
+    case KIND_FP8_BLOCK: return with_tile_t<__nv_fp8_e4m3, fx::QS_KTILE>(c, f);
+    case KIND_W4: return with_tile_t<__nv_bfloat16, fx::QS_W4_INT>(c, f);
+    case KIND_MX4: return with_tile_t<__nv_bfloat16, fx::QS_W4_MX>(c, f);
+    default: return with_tile_t<int8_t, 0>(c, f);
+    }
+}
 
 int pick_bn(int touched_est, int n_cols_per128) /* CFG for a decode GEMM */
 {
@@ -252,11 +359,41 @@ struct fx_ws {
     moe_cuda_fx_layout L;
     void *h, *y;
     float *acc;
-    uint8_t *xq, *hq; /* fp8: quantized x [M, H] and h [cap, I] */
-    float *sx, *sh;   /* their row scales */
+    uint8_t *xq, *hq; /* 8-bit schemes: quantized x [M, H] and h [cap, I] */
+    float *sx, *sh;   /* their scales */
+    float *amax;      /* fp8_wtensor_atensor: max |x|, max |h| */
 };
 
-int is_fp8(const moe_cuda_fx_problem *p) { return p->scheme == MOE_SCHEME_FP8_WCHANNEL_ATOKEN; }
+/* x and h quantized to 8-bit codes in the forward */
+int is_q8(const moe_cuda_fx_problem *p)
+{
+    const Kind k = kind_of(p->scheme);
+    return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_I8;
+}
+
+/* activation scales per row of a K-wide operand: one per 128-group, one
+ * per row, or one for the tensor (0) */
+int act_scale_cols(const moe_cuda_fx_problem *p, int K)
+{
+    moe_quant_spec as;
+    if (moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &as) != MOE_OK) return 1;
+    return as.gran == MOE_GRAN_GROUP ? (K + as.group_k - 1) / as.group_k : as.gran == MOE_GRAN_TENSOR ? 0 : 1;
+}
+
+/* the scale geometry of one GEMM (gemm_params' as_rs and ws_*): weights
+ * [E, N, K] scaled per expert, per row or per 128 x 128 block */
+void scale_geom(const moe_cuda_fx_problem *p, int N, int K, fx::gemm_params *g)
+{
+    moe_quant_spec ws;
+    g->as_rs = act_scale_cols(p, K);
+    if (moe_scheme_spec(p->scheme, MOE_OPERAND_WEIGHT, &ws) != MOE_OK) return;
+    if (ws.gran == MOE_GRAN_TENSOR) g->ws_e = 1, g->ws_sh = 0, g->ws_n = 0;
+    else if (ws.gran == MOE_GRAN_ROW) g->ws_e = N, g->ws_sh = 0, g->ws_n = 1;
+    else { /* BLOCK: block_n = group_k = 128 */
+        const int kb = (K + ws.group_k - 1) / ws.group_k;
+        g->ws_e = (N + ws.block_n - 1) / ws.block_n * kb, g->ws_sh = 7, g->ws_n = kb;
+    }
+}
 
 /* bytes of the workspace; with ws, its pieces too */
 size_t carve(const moe_cuda_fx_problem *p, int bm, void *ws, fx_ws *w)
@@ -269,11 +406,15 @@ size_t carve(const moe_cuda_fx_problem *p, int bm, void *ws, fx_ws *w)
     void *h = take(cap * p->I * 2);
     void *y = p->atomic ? NULL : take(cap * p->H * 2);
     void *acc = p->atomic ? take((size_t)p->M * p->H * 4) : NULL;
-    void *xq = NULL, *hq = NULL, *sx = NULL, *sh = NULL;
-    if (is_fp8(p)) xq = take((size_t)p->M * p->H), sx = take((size_t)p->M * 4), hq = take(cap * p->I), sh = take(cap * 4);
+    void *xq = NULL, *hq = NULL, *sx = NULL, *sh = NULL, *amax = NULL;
+    if (is_q8(p)) {
+        const size_t cx = act_scale_cols(p, p->H), ch = act_scale_cols(p, p->I);
+        xq = take((size_t)p->M * p->H), sx = take((cx ? (size_t)p->M * cx : 1) * 4);
+        hq = take(cap * p->I), sh = take((ch ? cap * ch : 1) * 4), amax = take(2 * 4);
+    }
     if (ws) {
         w->h = h, w->y = y, w->acc = (float *)acc;
-        w->xq = (uint8_t *)xq, w->hq = (uint8_t *)hq, w->sx = (float *)sx, w->sh = (float *)sh;
+        w->xq = (uint8_t *)xq, w->hq = (uint8_t *)hq, w->sx = (float *)sx, w->sh = (float *)sh, w->amax = (float *)amax;
     }
     return off;
 }
@@ -354,14 +495,18 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     if (p->M < 1 || p->E < 1 || p->topk < 1 || p->topk > p->E || p->H < 1 || p->I < 1)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx problem: M %d, E %d, topk %d, H %d, I %d: the rule is all >= 1, topk <= E",
                         p->M, p->E, p->topk, p->H, p->I);
-    if (p->scheme != MOE_SCHEME_BF16 && p->scheme != MOE_SCHEME_FP8_WCHANNEL_ATOKEN)
+    if (!scheme_ok(p->scheme))
         return moe_fail(MOE_ERR_UNSUPPORTED,
-                        "fx problem: scheme %s: the fused fast path implements bf16 and fp8_wchannel_atoken only",
+                        "fx problem: scheme %s: the fused fast path implements bf16, fp8_wtensor_atensor, "
+                        "fp8_wchannel_atoken, fp8_wblock128_agroup128, int8_wchannel_atoken, w4a16_g128 and "
+                        "mxfp4_w4a16",
                         moe_scheme_name(p->scheme));
-    const int mult = is_fp8(p) ? 16 : 8;
+    const Kind kind = kind_of(p->scheme);
+    const int mult = kind == KIND_FP8_BLOCK || kind == KIND_W4 ? 128 : kind == KIND_MX4 ? 64 : kind != KIND_BF16 ? 16 : 8;
     if (p->H % mult || p->I % mult)
-        return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: H %d and I %d must be multiples of %d (16-byte row copies)", p->H,
-                        p->I, mult);
+        return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: H %d and I %d must be multiples of %d (%s)", p->H, p->I, mult,
+                        mult == 128 ? "whole 128-groups" : mult == 64 ? "whole 64-wide k tiles of 4-bit codes"
+                                                                      : "16-byte row copies");
     if (p->E > ALIGN_THREADS) return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: E %d > %d", p->E, ALIGN_THREADS);
     if (!moe_act_is_gated(p->act.act) || p->act.swiglu_alpha || p->act.swiglu_beta || p->act.swiglu_limit)
         return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: act must be gated with no per-expert tensors");
@@ -372,8 +517,8 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     const int64_t avg = (slots + touched - 1) / touched;
     int c1, c2;
     if (avg <= 16) c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
-    else if (avg <= 64 || is_fp8(p)) c1 = c2 = CFG_64x128;
-    else c1 = c2 = CFG_128x256;
+    else if (avg <= 64 || kind == KIND_I8 || kind == KIND_W4 || kind == KIND_MX4) c1 = c2 = CFG_64x128;
+    else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
     /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
      * in one wave of two per SM (NOTES.md, v7): with more waves its waiting
@@ -383,13 +528,18 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->max_blocks = (int)((slots + bm - 1) / bm + touched); /* sum of ceil(c_e / bm) over touched experts */
     const int cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);
     if (plan->max_blocks > cap / bm) plan->max_blocks = cap / bm;
-    plan->launches = (p->atomic ? 5 : 4) + (is_fp8(p) ? 2 : 0);
+    /* the GEMMs index block scales in int: rows x 128-groups */
+    if (kind == KIND_FP8_BLOCK && (int64_t)cap * ((p->H > p->I ? p->H : p->I) / 128) >= ((int64_t)1 << 31))
+        return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: %d padded rows x %d groups of 128 over 2^31 scales", cap,
+                        (p->H > p->I ? p->H : p->I) / 128);
+    plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR);
     plan->workspace = carve(p, bm, NULL, NULL);
     /* raise the shared-memory limit of the kernels this plan launches */
-    const int f8 = is_fp8(p);
-    cudaError_t ce = FX_DISPATCH_ANY(f8, c1, fx::EPI_GATED, fx::gemm_prepare, );
-    if (ce == cudaSuccess) ce = p->atomic ? FX_DISPATCH_ANY(f8, c2, fx::EPI_WATOMIC, fx::gemm_prepare, )
-                                          : FX_DISPATCH_ANY(f8, c2, fx::EPI_WSTORE, fx::gemm_prepare, );
+    cudaError_t ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
+    if (ce == cudaSuccess)
+        ce = with_tile(kind, c2, [&](auto t) {
+            return p->atomic ? decltype(t)::template prepare<fx::EPI_WATOMIC>() : decltype(t)::template prepare<fx::EPI_WSTORE>();
+        });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "cudaFuncSetAttribute (fx gemm)");
     return MOE_OK;
 }
@@ -406,19 +556,30 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
 {
     if (!p || !plan || !a || !workspace)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: problem, plan, args and workspace must not be NULL");
-    const int c1 = cfg_of(plan->bm1, plan->bn1 * 2), c2 = cfg_of(plan->bm2, plan->bn2), f8 = is_fp8(p);
-    if (c1 < 0 || c2 < 0 || plan->bm1 != plan->bm2) return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make");
-    if (f8 && (!a->w1_scale || !a->w2_scale))
-        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: fp8_wchannel_atoken needs w1_scale and w2_scale");
+    if (!scheme_ok(p->scheme)) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_forward: scheme %s", moe_scheme_name(p->scheme));
+    const Kind kind = kind_of(p->scheme);
+    const int c1 = cfg_of(plan->bm1, plan->bn1 * 2), c2 = cfg_of(plan->bm2, plan->bn2), q8 = is_q8(p);
+    const int scaled = kind != KIND_BF16;
+    if (!cfg_ok(kind, c1) || !cfg_ok(kind, c2) || plan->bm1 != plan->bm2)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this scheme");
+    if (scaled && (!a->w1_scale || !a->w2_scale))
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: scheme %s needs w1_scale and w2_scale", moe_scheme_name(p->scheme));
+    const int tensor = p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR;
     fx_ws w;
     carve(p, plan->bm1, workspace, &w);
     moe_quant_spec as;
-    if (f8) moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &as);
+    if (q8) moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &as);
     if (p->atomic) MOE_CU(cudaMemsetAsync(w.acc, 0, (size_t)p->M * p->H * 4, S(stream)));
+    if (tensor) MOE_CU(cudaMemsetAsync(w.amax, 0, 2 * 4, S(stream)));
     cudaError_t ce;
-    if (f8) { /* x per token, before the align (which does not read it) */
+    if (tensor) {
+        const int64_t n = (int64_t)p->M * p->H;
+        ce = launch_ex(amax_kernel, grid_for(n, 256), 256, S(stream), false, (const __nv_bfloat16 *)a->x, n, w.amax);
+        if (ce != cudaSuccess) return moe_cu_fail(ce, "fx amax_kernel (x)");
+    }
+    if (q8) { /* x, before the align (which does not read it) */
         ce = launch_ex(quant_rows_kernel, (unsigned)p->M, 256, S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
-                       (const int32_t *)NULL, 1, as, w.xq, w.sx);
+                       (const int32_t *)NULL, 1, as, (const float *)w.amax, w.xq, w.sx);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
     }
     moe_status st = moe_cuda_fx_align(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream);
@@ -427,38 +588,44 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     act.layout = MOE_LAYOUT_GATE_UP;
     fx::gemm_params g1;
     memset(&g1, 0, sizeof g1);
-    g1.a = f8 ? (const void *)w.xq : a->x, g1.a_gather = 1, g1.a_div = p->topk;
+    g1.a = q8 ? (const void *)w.xq : a->x, g1.a_gather = 1, g1.a_div = p->topk;
     g1.sorted = w.L.sorted, g1.block_expert = w.L.block_expert, g1.num_blocks = w.L.num_blocks;
     g1.w = a->w1, g1.N = 2 * p->I, g1.K = p->H, g1.I = p->I, g1.out = w.h, g1.act = act, g1.topk = p->topk;
-    if (f8) g1.a_scale = w.sx, g1.w_scale = a->w1_scale;
+    if (q8) g1.a_scale = w.sx, scale_geom(p, 2 * p->I, p->H, &g1);
+    if (scaled) g1.w_scale = a->w1_scale;
+    if (tensor) g1.amax_out = w.amax + 1;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
      * kernel before each (NOTES.md, v7): their launch latency hides under
      * the previous kernel, and GEMM2 streams its first weight tiles while
-     * GEMM1 (fp8: the quantization of h) finishes; decode GEMM1 lets the
+     * GEMM1 (8-bit: the quantization of h) finishes; decode GEMM1 lets the
      * next kernel start early */
     g1.pdl_trigger = plan->trigger_early;
-    ce = FX_DISPATCH_ANY(f8, c1, fx::EPI_GATED, fx::gemm_launch, g1, plan->max_blocks, p->I, S(stream), true);
+    const int M = p->M, I = p->I, H = p->H;
+    cudaStream_t s = S(stream);
+    ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
-    if (f8) { /* h per padded row, rows of the used blocks only */
-        ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, 256, S(stream), true, (const __nv_bfloat16 *)w.h, p->I,
-                       (const int32_t *)w.L.num_blocks, plan->bm1, as, w.hq, w.sh);
+    if (q8) { /* h per padded row, rows of the used blocks only */
+        ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, 256, s, true, (const __nv_bfloat16 *)w.h, I,
+                       (const int32_t *)w.L.num_blocks, plan->bm1, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq,
+                       w.sh);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");
     }
     fx::gemm_params g2 = g1;
-    g2.a = f8 ? (const void *)w.hq : w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = p->H, g2.K = p->I, g2.I = 0;
-    g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1;
-    if (f8) g2.a_scale = w.sh, g2.w_scale = a->w2_scale;
+    g2.a = q8 ? (const void *)w.hq : w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = H, g2.K = I, g2.I = 0;
+    g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1, g2.amax_out = NULL;
+    if (q8) g2.a_scale = w.sh, scale_geom(p, H, I, &g2);
+    if (scaled) g2.w_scale = a->w2_scale;
     if (p->atomic) {
         g2.acc_out = w.acc; /* zeroed before the align */
-        ce = FX_DISPATCH_ANY(f8, c2, fx::EPI_WATOMIC, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream), true);
+        ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WATOMIC>(g2, plan->max_blocks, H, s); });
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
-        const int64_t n = (int64_t)p->M * p->H;
-        ce = launch_ex(convert_kernel<__nv_bfloat16>, grid_for(n, 256), 256, S(stream), true, (const float *)w.acc, n,
+        const int64_t n = (int64_t)M * H;
+        ce = launch_ex(convert_kernel<__nv_bfloat16>, grid_for(n, 256), 256, s, true, (const float *)w.acc, n,
                        (__nv_bfloat16 *)a->out);
         return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx convert_kernel");
     }
     g2.out = w.y;
-    ce = FX_DISPATCH_ANY(f8, c2, fx::EPI_WSTORE, fx::gemm_launch, g2, plan->max_blocks, p->H, S(stream), true);
+    ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WSTORE>(g2, plan->max_blocks, H, s); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
-    return combine(w.y, &w.L, NULL, p->M, p->topk, p->H, MOE_BF16, a->out, stream, true);
+    return combine(w.y, &w.L, NULL, M, p->topk, H, MOE_BF16, a->out, stream, true);
 }

@@ -25,10 +25,15 @@
  * stream each touched expert's weights once; prefill: 64 / 128-row tiles)
  * and recorded in moe_cuda_fx_plan for the notes and the bench.
  *
- * fp8_wchannel_atoken: x and h are quantized per row by the reference's
- * rule (reference/quant_core.h, e4m3, scale per token), the GEMMs multiply
- * e4m3 codes (mma.sync m16n8k32) and scale the f32 sums by the row's and
- * the weight row's scales in the epilogue; g, u, h and the outputs are bf16.
+ * 8-bit schemes (fp8_wtensor_atensor, fp8_wchannel_atoken,
+ * fp8_wblock128_agroup128, int8_wchannel_atoken): x and h are quantized on
+ * the device by the reference's rule and encoding (reference/quant_core.h:
+ * per tensor from a max |x| pass and GEMM1's epilogue, per token, or per
+ * 128-group), the GEMMs multiply codes (mma.sync m16n8k32; e4m3 prefill
+ * tiles on wgmma with the k-tile sums promoted to f32 registers) and apply
+ * the scales in f32: (sum * a_scale) * w_scale in the epilogue, or per
+ * 128-wide k tile for the block scheme (gemm.h's BLOCK_TILES order); g, u,
+ * h and the outputs are bf16.
  *
  * Numerics: operands as stored (bf16 / f16), products exact in the tensor
  * cores, f32 accumulation in the tensor cores' order (BOUNDED, not EXACT,
@@ -51,8 +56,8 @@ extern "C" {
 
 typedef struct {
     int M, E, topk, H, I;   /* tokens, experts, top-k, hidden, intermediate (per expert) */
-    moe_scheme scheme;      /* MOE_SCHEME_BF16, or MOE_SCHEME_FP8_WCHANNEL_ATOKEN (x stays bf16, quantized per token
-                             * in the forward; w1 / w2 e4m3 codes with per-row scales); others MOE_ERR_UNSUPPORTED */
+    moe_scheme scheme;      /* MOE_SCHEME_BF16, or an 8-bit one (x stays bf16, quantized in the forward; w1 / w2 e4m3
+                             * or int8 codes with the scheme's weight scales); others MOE_ERR_UNSUPPORTED */
     moe_act_params act;     /* a gated activation, layout GATE_UP (w1 rows: I gate rows, then I up rows) */
     int atomic;             /* 0: deterministic combine, 1: atomic f32 combine */
 } moe_cuda_fx_problem;
@@ -61,11 +66,12 @@ typedef struct {
     const void *x;          /* [M, H] bf16 */
     const int32_t *topk_ids;/* [M, topk], each in [0, E), distinct per token */
     const float *topk_w;    /* [M, topk] */
-    const void *w1;         /* [E, 2I, H] bf16, or e4m3 codes (fp8) */
-    const void *w2;         /* [E, H, I] bf16, or e4m3 codes (fp8) */
+    const void *w1;         /* [E, 2I, H] bf16, or the 8-bit codes */
+    const void *w2;         /* [E, H, I] bf16, or the 8-bit codes */
     void *out;              /* [M, H] x's dtype */
-    const float *w1_scale;  /* fp8_wchannel_atoken: f32 [E, 2I], the weights' per-row scales (else unused) */
-    const float *w2_scale;  /* fp8_wchannel_atoken: f32 [E, H] */
+    const float *w1_scale;  /* 8-bit schemes: w1's f32 scales as moe_ref_quantize lays them out: [E] per tensor,
+                             * [E, 2I] per row, [E, 2I/128, H/128] per block (bf16: unused) */
+    const float *w2_scale;  /* [E], [E, H], [E, H/128, I/128] */
 } moe_cuda_fx_args;
 
 typedef struct {
@@ -77,7 +83,8 @@ typedef struct {
 } moe_cuda_fx_plan;
 
 /* Checks the problem (host only: sizes, scheme, activation; H and I
- * multiples of 8, E <= 1024) and fills the plan. MOE_ERR_INVALID_ARG /
+ * multiples of 8, 16 for 8-bit codes, 128 for the block scheme; E <= 1024)
+ * and fills the plan. MOE_ERR_INVALID_ARG /
  * MOE_ERR_UNSUPPORTED with a message naming the field otherwise. */
 moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan *plan);
 

@@ -28,7 +28,19 @@
  *              reference's element function (act_core.h) gives h, rounded
  *              to T, stored at padded row r;
  *   WSTORE     GEMM2, deterministic: y[r, n] = round_T(acc * w[slot]);
- *   WATOMIC    GEMM2, atomic: acc_out[slot / topk, n] += acc * w[slot]. */
+ *   WATOMIC    GEMM2, atomic: acc_out[slot / topk, n] += acc * w[slot].
+ *
+ * 8-bit operands (e4m3 / int8 codes, T = __nv_fp8_e4m3 / int8_t): a k tile
+ * is 128 codes, the scales enter in f32 as (sum * a_scale) * w_scale, in
+ * the epilogue (QS = 0: per-tensor, per-row / per-channel scales) or per
+ * k tile (QS = 1: the block-128 scheme, acc = acc + (t * a_scale[row, kt])
+ * * w_scale[e, n / 128, kt], gemm.h's BLOCK_TILES order). The e4m3 wgmma
+ * tile moves each k tile's sums out of the tensor cores into f32 registers
+ * (promotion: the tensor cores' fp8 accumulation keeps fewer bits than
+ * f32 over long k chains; CUTLASS's non-fast-accum fp8 kernels and
+ * DeepGEMM promote the same way) with two partial buffers, so the next
+ * tile's wgmma runs while the last one is added. int8 accumulates in s32
+ * (exact) and converts once in the epilogue. */
 #ifndef MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
 #define MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
 
@@ -39,6 +51,7 @@
 #include <type_traits>
 #include "moe/act.h"
 #include "reference/act_core.h"
+#include "reference/quant_core.h"
 
 namespace fx {
 
@@ -57,8 +70,15 @@ struct gemm_params {
     float *acc_out;              /* WATOMIC: f32 [M, N] */
     int topk;
     moe_act_params act;          /* GATED; layout GATE_UP */
-    const float *a_scale;        /* fp8: per A row (gathered: by token, else by padded row), or NULL */
-    const float *w_scale;        /* fp8: per weight row [E, N], or NULL */
+    /* 8-bit schemes' scales: a_scale[arow * as_rs (+ kt)] with arow the A row
+     * (gathered: the token, else the padded row), as_rs 0 per tensor, 1 per
+     * row, ceil(K/128) per 128-group; w_scale[e * ws_e + (n >> ws_sh) * ws_n
+     * (+ kt)]: per expert (ws_e 1, ws_n 0), per row (N, 0, 1), per 128 x 128
+     * block (ceil(N/128) * ceil(K/128), 7, ceil(K/128)); NULL: none. 4-bit
+     * weights: f32 [E, N, K/128] (int4) or E8M0 bytes [E, N, K/32] (e2m1) */
+    const float *a_scale, *w_scale;
+    int as_rs, ws_e, ws_sh, ws_n;
+    float *amax_out;             /* GATED: max |h| over the real rows (f32 bits, atomicMax), or NULL */
     int max_blocks, n_tiles, group; /* the grid (set by gemm_launch) */
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
 };
@@ -76,6 +96,7 @@ template <> struct tc<__nv_bfloat16> {
     }
     static __device__ __forceinline__ __nv_bfloat16 rnd(float v) { return __float2bfloat16_rn(v); }
     static __device__ __forceinline__ float f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+    static __device__ __forceinline__ float acc(float v) { return v; }
 };
 template <> struct tc<__half> {
     typedef __half out_t;
@@ -89,6 +110,7 @@ template <> struct tc<__half> {
     }
     static __device__ __forceinline__ __half rnd(float v) { return __float2half_rn(v); }
     static __device__ __forceinline__ float f32(__half v) { return __half2float(v); }
+    static __device__ __forceinline__ float acc(float v) { return v; }
 };
 
 /* e4m3 operands (fp8_wchannel_atoken): m16n8k32 takes the same fragment
@@ -104,6 +126,25 @@ template <> struct tc<__nv_fp8_e4m3> {
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
     }
+    static __device__ __forceinline__ float acc(float v) { return v; }
+};
+
+/* int8 codes (int8_wchannel_atoken): m16n8k32 with s32 accumulators, kept
+ * in the float registers bit for bit (the kernel's acc arrays are float);
+ * acc() converts the exact integer sum to f32 once (round to nearest) */
+template <> struct tc<int8_t> {
+    typedef __nv_bfloat16 out_t;
+    static constexpr moe_dtype dt = MOE_I8;
+    static __device__ __forceinline__ void mma(float *c, const uint32_t *a, const uint32_t *b)
+    {
+        int d0 = __float_as_int(c[0]), d1 = __float_as_int(c[1]), d2 = __float_as_int(c[2]), d3 = __float_as_int(c[3]);
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+r"(d0), "+r"(d1), "+r"(d2), "+r"(d3)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+        c[0] = __int_as_float(d0), c[1] = __int_as_float(d1), c[2] = __int_as_float(d2), c[3] = __int_as_float(d3);
+    }
+    static __device__ __forceinline__ float acc(float v) { return (float)__float_as_int(v); }
 };
 
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void *gmem, bool valid)
@@ -135,9 +176,12 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t saddr)
 
 #include "fast_wgmma.inc"
 
-template <class T, int BN> __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db)
+template <class T, int BN> __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db, int sd = 1)
 {
-    if (tc<T>::dt == MOE_BF16) {
+    if (tc<T>::dt == MOE_E4M3) {
+        static_assert(sizeof(T) == 2 || BN == 128, "e4m3 wgmma: the 128-wide promotion tile only");
+        wgmma_m64n128k32_e4m3(d, da, db, sd);
+    } else if (tc<T>::dt == MOE_BF16) {
         if (BN == 256) wgmma_m64n256k16_bf16(d, da, db);
         else wgmma_m64n128k16_bf16(d, da, db);
     } else {
@@ -146,23 +190,53 @@ template <class T, int BN> __device__ __forceinline__ void wgmma_tile(float *d, 
     }
 }
 
-template <int BM, int BN, int WM, int WN, int STAGES, bool WG = false> struct cfg {
+/* BROW: bytes of a B row per stage, 128 (16-bit or 8-bit elements) or 32
+ * (4-bit codes: the k tile's 64 codes, dequantized into one shared 128-byte
+ * row buffer of BN rows before the MMAs) */
+template <int BM, int BN, int WM, int WN, int STAGES, bool WG = false, int BROW = 128> struct cfg {
     static constexpr int NT = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MF = WTM / 16, NF = WTN / 8;
-    static constexpr int A_PER = BM * 8 / NT, B_PER = BN * 8 / NT; /* 16-byte chunks per thread per stage */
-    static constexpr int STAGE_BYTES = (BM + BN) * 128;
+    static constexpr int CPR = BROW / 16; /* 16-byte chunks per B row per stage */
+    static constexpr int A_PER = BM * 8 / NT, B_PER = BN * CPR / NT; /* 16-byte chunks per thread per stage */
+    static constexpr int STAGE_BYTES = BM * 128 + BN * BROW;
     /* wgmma's 128-byte swizzle repeats every 1024 bytes: tiles start 1024-aligned */
-    static constexpr int SMEM = STAGES * STAGE_BYTES + (WG ? 1024 : 0);
+    static constexpr int SMEM = STAGES * STAGE_BYTES + (BROW != 128 ? BN * 128 : 0) + (WG ? 1024 : 0);
+    static_assert(BROW == 128 || (BROW == 32 && !WG), "4-bit codes: mma.sync tiles");
     static_assert(!WG || (WN == 1 && WTM == 16 && BM % 64 == 0 && (BN == 128 || BN == 256) && STAGE_BYTES % 1024 == 0 &&
                           BM * 128 % 1024 == 0),
                   "wgmma tiles: warpgroups of 64 rows, n 128 or 256");
     static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile: whole m16 and pairs of n8 fragments");
-    static_assert(BM * 8 % NT == 0 && BN * 8 % NT == 0 && A_PER >= 1, "whole chunks per thread");
+    static_assert(BM * 8 % NT == 0 && BN * CPR % NT == 0 && A_PER >= 1 && B_PER >= 1, "whole chunks per thread");
 };
 
-template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG>
+/* QS, how the scales enter: in the epilogue (per tensor / row), per k
+ * tile (block 128), or with 4-bit weight codes dequantized per k tile
+ * (int4 with f32 scales per 128, e2m1 with E8M0 scales per 32) */
+enum { QS_EPILOGUE = 0, QS_KTILE = 1, QS_W4_INT = 2, QS_W4_MX = 3 };
+template <int QS> struct brow_of { static constexpr int v = QS >= QS_W4_INT ? 32 : 128; };
+
+/* The value of 4-bit code i of w (bits 4i .. 4i + 3), exactly
+ * moe_qc_decode's, in a few integer and f32 operations (the dequantization
+ * is the 4-bit GEMMs' inner loop: through the generic decode it cost six
+ * times the weights' memory time, NOTES.md v10): int4 (two's complement)
+ * as 2^23 + (q ^ 8) - (2^23 + 8); e2m1's three magnitude bits as an f32's
+ * low exponent bits and top mantissa bit, times 2^126 (exponent 0 is the
+ * subnormal 0.5), the sign bit moved to bit 31. */
+template <int QS> __device__ __forceinline__ float w4_decode(uint32_t w, int i)
+{
+    if (QS == QS_W4_INT)
+        return __uint_as_float(0x4B000000u | (((w ^ 0x88888888u) >> (4 * i)) & 0xFu)) - 8388616.0f;
+    const uint32_t c = w >> (4 * i);
+    return __uint_as_float(((c & 7u) << 22) | ((c & 8u) << 28)) * 0x1p126f;
+}
+
+template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG, int QS = 0>
 __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 {
-    typedef cfg<BM, BN, WM, WN, STAGES, WG> C;
+    typedef cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v> C;
+    constexpr bool PROMO = WG && sizeof(T) == 1; /* e4m3 wgmma: f32 promotion every k tile */
+    constexpr bool W4 = QS >= QS_W4_INT;          /* 4-bit weight codes, dequantized to T in shared memory */
+    static_assert(QS != QS_KTILE || sizeof(T) == 1, "k-tile scales: 8-bit codes");
+    static_assert(!W4 || sizeof(T) == 2, "4-bit weights: 16-bit activations");
     extern __shared__ __align__(128) unsigned char smem[];
     /* CTA order: groups of `group` row blocks, the N tiles of a group
      * before the next group (Triton's GROUP_SIZE_M ordering): the A rows of
@@ -185,12 +259,27 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
      * where waiting CTAs would hold slots the primary still needs) */
     if (p.pdl_trigger) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
-    const int row0 = blk * BM;
+    const int row0 = blk * BM, g = lane >> 2, t2 = (lane & 3) * 2;
     typedef typename tc<T>::out_t TO;
     constexpr int EPC = 16 / (int)sizeof(T), KTILE = 8 * EPC; /* elements per 16-byte chunk / per k tile */
     const int K = p.K, KT = (K + KTILE - 1) / KTILE, ck = tid & 7;
     uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
     if (WG) sbase = (sbase + 1023) & ~1023u;
+
+    /* the weight row behind row j of the B tile (GATED interleaves 8 gate
+     * and 8 up rows), clamped into [0, N) for scale reads past the edge */
+    auto n_of_j = [&](int j) {
+        if (EPI == EPI_GATED) {
+            const int col = min(nt * (BN / 2) + (j >> 4) * 8 + (j & 7), p.I - 1);
+            return (j & 8) ? p.I + col : col;
+        }
+        return min(nt * BN + j, p.N - 1);
+    };
+    auto a_sidx = [&](int r) { /* scale row of padded row r, times as_rs */
+        const int s = p.sorted[r];
+        return (p.a_gather ? (s >= 0 ? s / p.a_div : 0) : r) * p.as_rs;
+    };
+    auto w_sidx = [&](int n) { return e * p.ws_e + (n >> p.ws_sh) * p.ws_n; };
 
     /* each thread copies chunk ck of a fixed set of rows: pointers at k = 0 */
     const T *arow[C::A_PER];
@@ -205,9 +294,10 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     }
     const T *brow[C::B_PER];
     bool bval[C::B_PER];
+    int bn_of[C::B_PER]; /* W4: the weight row of each chunk (its scales) */
 #pragma unroll
     for (int i = 0; i < C::B_PER; i++) {
-        const int j = tid / 8 + i * (C::NT / 8);
+        const int j = (tid + i * C::NT) / C::CPR, cc = (tid + i * C::NT) % C::CPR;
         int n;
         if (EPI == EPI_GATED) {
             const int col = nt * (BN / 2) + (j >> 4) * 8 + (j & 7);
@@ -217,7 +307,10 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
             n = nt * BN + j;
             bval[i] = n < p.N;
         }
-        brow[i] = (const T *)p.w + ((int64_t)e * p.N + (bval[i] ? n : 0)) * K + ck * EPC;
+        bn_of[i] = bval[i] ? n : 0;
+        if constexpr (W4) /* K / 2 bytes a row; chunk cc of a k tile: codes 32 cc .. 32 cc + 31 */
+            brow[i] = (const T *)((const uint8_t *)p.w + ((int64_t)e * p.N + bn_of[i]) * (K / 2) + cc * 16);
+        else brow[i] = (const T *)p.w + ((int64_t)e * p.N + bn_of[i]) * K + cc * EPC;
     }
 
     auto load = [&](int stage, int kt, bool a, bool b) {
@@ -228,8 +321,65 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
         for (int i = 0; a && i < C::A_PER; i++)
             cp_async16(sa + swz(tid / 8 + i * (C::NT / 8), ck), arow[i] + (kin ? kt * KTILE : 0), aval[i] && kin);
 #pragma unroll
-        for (int i = 0; b && i < C::B_PER; i++)
-            cp_async16(sb + swz(tid / 8 + i * (C::NT / 8), ck), brow[i] + (kin ? kt * KTILE : 0), bval[i] && kin);
+        for (int i = 0; b && i < C::B_PER; i++) {
+            if constexpr (W4) {
+                const int c = (tid + i * C::NT) % C::CPR, kc = kt * KTILE + c * 32;
+                cp_async16(sb + (tid + i * C::NT) * 16, (const uint8_t *)brow[i] + (kc < K ? kt * 32 : 0),
+                           bval[i] && kc < K);
+            } else {
+                cp_async16(sb + swz(tid / 8 + i * (C::NT / 8), ck), brow[i] + (kin ? kt * KTILE : 0), bval[i] && kin);
+            }
+        }
+    };
+    /* W4: the codes of k tile kt (stage at sb) to T in the row buffer, the
+     * reference's WEIGHT_TO_ACT values: round_T(f32(decode(q) * scale)),
+     * scale per 128 (int4, f32) or per 32 (e2m1, E8M0) along K; chunks
+     * past N or K are zeros */
+    const uint32_t sdq = sbase + STAGES * C::STAGE_BYTES;
+    /* the scale of chunk i at tile kt as stored (f32 bits or the E8M0
+     * code), loaded one tile ahead of its use: a load issued where it was
+     * used stalled every k tile for a memory round trip (NOTES.md, v10) */
+    auto w4_scale_raw = [&](int i, int kt) -> uint32_t {
+        const int c = (tid + i * C::NT) % C::CPR, k0 = kt * KTILE + c * 32;
+        if (!bval[i] || k0 >= K) return 0u; /* f32 0 (int4); decoded below as a zero scale either way */
+        const int64_t row = (int64_t)e * p.N + bn_of[i];
+        if constexpr (QS == QS_W4_INT) return __float_as_uint(__ldg(p.w_scale + row * (K / 128) + k0 / 128));
+        else return 0x100u | __ldg((const uint8_t *)p.w_scale + row * (K / 32) + k0 / 32);
+    };
+    uint32_t scn[C::B_PER];
+    if constexpr (W4)
+#pragma unroll
+        for (int i = 0; i < C::B_PER; i++) scn[i] = w4_scale_raw(i, 0);
+    auto dequant = [&](uint32_t sb, int kt) {
+        if constexpr (!W4) return;
+        else {
+#pragma unroll
+        for (int i = 0; i < C::B_PER; i++) {
+            const int id = tid + i * C::NT, j = id / C::CPR, c = id % C::CPR;
+            uint4 raw;
+            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
+                         : "r"(sb + id * 16));
+            const uint32_t r = scn[i];
+            scn[i] = kt + 1 < KT ? w4_scale_raw(i, kt + 1) : 0u;
+            /* e2m1: bit 8 marks a loaded code (an absent scale stays 0) */
+            const float sc = QS == QS_W4_INT ? __uint_as_float(r) : (r & 0x100u) ? moe_s_decode_e8m0((uint8_t)r) : 0.0f;
+            const uint32_t w32[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int q = 0; q < 4; q++) { /* 8 codes (one 32-bit word) -> one 16-byte chunk of 8 T */
+                uint32_t o[4];
+#pragma unroll
+                for (int h2 = 0; h2 < 4; h2++) {
+                    const float lo = w4_decode<QS>(w32[q], 2 * h2) * sc, hi = w4_decode<QS>(w32[q], 2 * h2 + 1) * sc;
+                    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+                    o[h2] = *(const uint32_t *)&v;
+                }
+                asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(sdq + swz(j, c * 4 + q)), "r"(o[0]), "r"(o[1]),
+                             "r"(o[2]), "r"(o[3])
+                             : "memory");
+            }
+        }
+        }
     };
 
     float acc[C::MF][C::NF][4];
@@ -238,11 +388,45 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 #pragma unroll
         for (int j = 0; j < C::NF; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
 
+    /* k-tile scales (QS): the scale offsets of this thread's rows and of
+     * the weight rows of its n8 fragments */
+    int sa_i[C::MF][2], sw_i[C::NF];
+    if constexpr (QS == QS_KTILE) {
+#pragma unroll
+        for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) sa_i[mi][h] = a_sidx(row0 + wm * C::WTM + mi * 16 + g + h * 8);
+#pragma unroll
+        for (int ni = 0; ni < C::NF; ni++) sw_i[ni] = w_sidx(n_of_j(wn * C::WTN + ni * 8));
+    }
+    /* acc += part (times the k tile's scales with QS), f32, in the order
+     * gemm.h writes: acc + (t * a_scale) * w_scale */
+    auto promote = [&](float *part, int kt) {
+        float sav[C::MF][2], swv[C::NF];
+        if constexpr (QS == QS_KTILE) {
+#pragma unroll
+            for (int mi = 0; mi < C::MF; mi++) sav[mi][0] = p.a_scale[sa_i[mi][0] + kt], sav[mi][1] = p.a_scale[sa_i[mi][1] + kt];
+#pragma unroll
+            for (int ni = 0; ni < C::NF; ni++) swv[ni] = p.w_scale[sw_i[ni] + kt];
+        }
+#pragma unroll
+        for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+            for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float t = part[(mi * C::NF + ni) * 4 + q];
+                    if constexpr (QS == QS_KTILE) acc[mi][ni][q] = acc[mi][ni][q] + (t * sav[mi][q >> 1]) * swv[ni];
+                    else acc[mi][ni][q] = acc[mi][ni][q] + t;
+                }
+    };
+
     /* prefetch distance: mma.sync reads a stage only inside its iteration,
      * so STAGES - 1 tiles ahead; wgmma keeps the previous iteration's group
      * in flight (wait_group 1), so the stage it reads is refilled one
-     * iteration later: STAGES - 2 ahead */
-    constexpr int PF = WG ? STAGES - 2 : STAGES - 1;
+     * iteration later: STAGES - 2 ahead (the promoted e4m3 tile waits for
+     * its wgmma in the iteration: STAGES - 1) */
+    constexpr int PF = WG && !PROMO ? STAGES - 2 : STAGES - 1;
     if (p.pdl_prefetch) { /* weights first; they land in commit group 0 */
 #pragma unroll
         for (int s = 0; s < PF; s++)
@@ -254,7 +438,8 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
         if (s < KT) load(s, s, true, !p.pdl_prefetch);
         cp_async_commit();
     }
-    for (int kt = 0; kt < KT; kt++) {
+    /* the top of every k iteration: tile kt landed, the next load issued */
+    auto next_tile = [&](int kt) {
         cp_async_wait<PF - 1>();
         /* the copy engine wrote through the generic proxy; wgmma reads
          * through the async proxy (HOPPER.md: fence, then the barrier) */
@@ -262,8 +447,35 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
         __syncthreads(); /* tile kt landed for every thread; stage (kt + PF) % STAGES is free */
         if (kt + PF < KT) load((kt + PF) % STAGES, kt + PF, true, true);
         cp_async_commit();
-        const uint32_t sa = sbase + (kt % STAGES) * C::STAGE_BYTES, sb = sa + BM * 128;
-        if (WG) {
+        return sbase + (kt % STAGES) * C::STAGE_BYTES;
+    };
+    if constexpr (PROMO) {
+        /* wgmma of tile kt into part, waited for, then added into acc: a
+         * second partial buffer (wgmma of kt + 1 while kt is added) made
+         * ptxas serialize every wgmma (C7514: non-wgmma instructions read
+         * accumulators of a wgmma in flight), so the tensor cores idle
+         * while the sums move (NOTES.md, v9) */
+        float part[C::MF * C::NF * 4];
+        for (int kt = 0; kt < KT; kt++) {
+            const uint32_t sa = next_tile(kt), sb = sa + BM * 128;
+            const uint64_t da = smem_desc(sa + (warp / 4) * 64 * 128), db = smem_desc(sb);
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(part, da + 2 * kk, db + 2 * kk, kk > 0);
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            promote(part, kt);
+        }
+    } else {
+    for (int kt = 0; kt < KT; kt++) {
+        const uint32_t sa = next_tile(kt);
+        uint32_t sb = sa + BM * 128;
+        if constexpr (W4) { /* the previous iteration's MMAs ended at next_tile's barrier */
+            dequant(sb, kt);
+            __syncthreads();
+            sb = sdq;
+        }
+        if constexpr (WG) {
             /* each warpgroup: its 64 rows of A, all BN rows of B, four k16 steps
              * (the descriptor's start moves 32 bytes; the swizzle is applied by
              * the hardware on the address bits) */
@@ -274,6 +486,10 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
         } else {
+            float part[QS == QS_KTILE ? C::MF * C::NF * 4 : 1];
+            if constexpr (QS == QS_KTILE)
+#pragma unroll
+                for (int i = 0; i < C::MF * C::NF * 4; i++) part[i] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < 4; kk++) {
             uint32_t af[C::MF][4], bf[C::NF][2];
@@ -292,14 +508,21 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 #pragma unroll
             for (int mi = 0; mi < C::MF; mi++)
 #pragma unroll
-                for (int ni = 0; ni < C::NF; ni++) tc<T>::mma(acc[mi][ni], af[mi], bf[ni]);
+                for (int ni = 0; ni < C::NF; ni++) {
+                    if constexpr (QS == QS_KTILE) tc<T>::mma(&part[(mi * C::NF + ni) * 4], af[mi], bf[ni]);
+                    else tc<T>::mma(acc[mi][ni], af[mi], bf[ni]);
+                }
         }
+            if constexpr (QS == QS_KTILE) promote(part, kt);
         }
     }
+    }
     cp_async_wait<0>();
-    if (WG) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    if (WG && !PROMO) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 
-    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    /* epilogue scales (QS = 0): acc * a_scale(row) * w_scale(e, n), f32, in that order */
+    const bool esc = QS == QS_EPILOGUE && p.w_scale;
+    float hmax = 0.0f; /* GATED with amax_out: max |h| this thread stored on real rows */
 #pragma unroll
     for (int mi = 0; mi < C::MF; mi++)
 #pragma unroll
@@ -307,9 +530,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
             const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8;
             const int slot = p.sorted[r];
             if (EPI != EPI_GATED && slot < 0) continue; /* pad row: nothing to store */
-            /* fp8: acc * a_scale(row) * w_scale(e, n), f32, in that order */
-            const float sa = !p.a_scale ? 1.0f : p.a_scale[p.a_gather ? (slot >= 0 ? slot / p.a_div : 0) : r];
-            const float *sw = p.w_scale ? p.w_scale + (int64_t)e * p.N : NULL;
+            const float sa = esc && p.a_scale ? p.a_scale[a_sidx(r)] : 1.0f;
             if (EPI == EPI_GATED) {
                 TO *hrow = (TO *)p.out + (int64_t)r * p.I;
                 /* the activation fixed at compile time: silu(g) * u written out,
@@ -331,10 +552,11 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
                         TO v2[2];
 #pragma unroll
                         for (int c = 0; c < 2; c++) {
-                            float ga = acc[mi][2 * q][h * 2 + c], ua = acc[mi][2 * q + 1][h * 2 + c];
-                            if (sw) ga = (ga * sa) * sw[col + c], ua = (ua * sa) * sw[p.I + col + c];
+                            float ga = tc<T>::acc(acc[mi][2 * q][h * 2 + c]), ua = tc<T>::acc(acc[mi][2 * q + 1][h * 2 + c]);
+                            if (esc) ga = (ga * sa) * p.w_scale[w_sidx(col + c)], ua = (ua * sa) * p.w_scale[w_sidx(p.I + col + c)];
                             const float g = tc<TO>::f32(tc<TO>::rnd(ga)), u = tc<TO>::f32(tc<TO>::rnd(ua));
                             v2[c] = tc<TO>::rnd(silu ? moe_siluf(g) * u : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
+                            if (slot >= 0) hmax = fmaxf(hmax, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
                         }
                         /* I % 8 == 0: col + 1 < I, 4-byte aligned */
                         *(uint32_t *)(hrow + col) = (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
@@ -351,8 +573,8 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 #pragma unroll
                     for (int c = 0; c < 2; c++) {
                         if (n + c >= p.N) continue;
-                        float v = acc[mi][ni][h * 2 + c];
-                        if (sw) v = (v * sa) * sw[n + c];
+                        float v = tc<T>::acc(acc[mi][ni][h * 2 + c]);
+                        if (esc) v = (v * sa) * p.w_scale[w_sidx(n + c)];
                         if (EPI == EPI_STORE) {
                             if (p.bias) v = v + p.bias[(int64_t)e * p.N + n + c];
                             const int64_t o = (int64_t)slot * p.N + n + c;
@@ -367,20 +589,26 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
                 }
             }
         }
+    if (EPI == EPI_GATED && p.amax_out) { /* |h| >= 0: f32 order is u32 order */
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) hmax = fmaxf(hmax, __shfl_xor_sync(0xffffffffu, hmax, o));
+        if (lane == 0 && hmax > 0.0f) atomicMax((unsigned *)p.amax_out, __float_as_uint(hmax));
+    }
 }
 
 /* the dynamic shared-memory limit of one instantiation (above 48 KB needs the attribute) */
-template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG = false> cudaError_t gemm_prepare()
+template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG = false, int QS = 0> cudaError_t gemm_prepare()
 {
-    return cudaFuncSetAttribute(gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, cfg<BM, BN, WM, WN, STAGES, WG>::SMEM);
+    return cudaFuncSetAttribute(gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG, QS>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v>::SMEM);
 }
 
 /* pdl: launched as a programmatic dependent of the kernel before it */
-template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG = false>
+template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG = false, int QS = 0>
 cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s, bool pdl = false)
 {
-    typedef cfg<BM, BN, WM, WN, STAGES, WG> C;
+    typedef cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v> C;
     const int per_tile = EPI == EPI_GATED ? BN / 2 : BN;
     gemm_params q = p;
     q.max_blocks = max_blocks, q.n_tiles = (n_cols + per_tile - 1) / per_tile;
@@ -391,7 +619,7 @@ cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaSt
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&lc, gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG>, q);
+    return cudaLaunchKernelEx(&lc, gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG, QS>, q);
 }
 
 } // namespace fx
