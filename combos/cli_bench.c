@@ -58,7 +58,8 @@ static const char USAGE[] =
     "  (bf16; whole and GEMMs only), with the read, copy and dense bf16 / fp8 GEMM ceilings measured\n"
     "  at the start; JSON \"bench-gpu\". Defaults: --shape all (deepseek-v3 mixtral-8x7b qwen3-30b-a3b\n"
     "  gpt-oss-120b) --m 1,16,64,256,1024,4096,16384 --scheme bf16,fp8_wtensor_atensor,\n"
-    "  fp8_wchannel_atoken,fp8_wblock128_agroup128 --reps 20 --warmup 3 --seed 1 --peers cublas.\n"
+    "  fp8_wchannel_atoken,fp8_wblock128_agroup128,int8_wchannel_atoken,w4a16_g128,mxfp4_w4a16\n"
+    "  --reps 20 --warmup 3 --seed 1 --peers cublas.\n"
     "  Not built or no CUDA device: says so, exit 0, no JSON.\n";
 
 static double now_s(void)
@@ -307,7 +308,8 @@ typedef struct {
 } device_args;
 
 static const char GRID_M[] = "1,16,64,256,1024,4096,16384";
-static const char GRID_SCHEMES[] = "bf16,fp8_wtensor_atensor,fp8_wchannel_atoken,fp8_wblock128_agroup128";
+static const char GRID_SCHEMES[] =
+    "bf16,fp8_wtensor_atensor,fp8_wchannel_atoken,fp8_wblock128_agroup128,int8_wchannel_atoken,w4a16_g128,mxfp4_w4a16";
 
 /* --backend cuda-fast: the options of the device grid, then the grid (or
  * why it cannot run here) */

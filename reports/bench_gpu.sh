@@ -16,7 +16,7 @@ set -u
 OUT=${1:?usage: bench_gpu.sh OUT}
 BUILD=${BUILD:-build}
 PY=${PYTHON:-python3}
-SCHEMES=bf16,fp8_wtensor_atensor,fp8_wchannel_atoken,fp8_wblock128_agroup128
+SCHEMES=bf16,fp8_wtensor_atensor,fp8_wchannel_atoken,fp8_wblock128_agroup128,int8_wchannel_atoken,w4a16_g128,mxfp4_w4a16
 SEL=${BENCH_GPU_ARGS:---shape all --m 1,16,64,256,1024,4096,16384 --scheme $SCHEMES}
 mkdir -p "$OUT" || exit 1
 [ -d "$BUILD/gpu-lib" ] && export LD_LIBRARY_PATH="$BUILD/gpu-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -31,7 +31,8 @@ import tempfile
 
 OURS = "cuda-fast"
 SHAPE_ORDER = ("deepseek-v3", "mixtral-8x7b", "qwen3-30b-a3b", "gpt-oss-120b")
-SCHEME_ORDER = ("bf16", "fp8_wtensor_atensor", "fp8_wchannel_atoken", "fp8_wblock128_agroup128")
+SCHEME_ORDER = ("bf16", "fp8_wtensor_atensor", "fp8_wchannel_atoken", "fp8_wblock128_agroup128", "int8_wchannel_atoken",
+                "w4a16_g128", "mxfp4_w4a16")
 STATUSES = ("ok", "skipped", "failed")
 CEILING_KEYS = ("read_tbs", "copy_tbs", "bf16_dense_tflops", "fp8_dense_tflops",
                 "torch_bf16_dense_tflops", "torch_fp8_dense_tflops")

@@ -47,7 +47,8 @@ SHAPES = {  # name: (E, k, H, I, activation); w1 [E, 2I, H] (I gate rows, then I
     "gpt-oss-120b": (128, 4, 2880, 2880, "swigluoai"),
 }
 SWIGLUOAI_ALPHA, SWIGLUOAI_LIMIT = 1.702, 7.0
-SCHEMES = ("bf16", "fp8_wtensor_atensor", "fp8_wchannel_atoken", "fp8_wblock128_agroup128")
+SCHEMES = ("bf16", "fp8_wtensor_atensor", "fp8_wchannel_atoken", "fp8_wblock128_agroup128", "int8_wchannel_atoken",
+           "w4a16_g128", "mxfp4_w4a16")
 GRID_M = (1, 16, 64, 256, 1024, 4096, 16384)
 SETS = 4                 # input sets rotated through (weights shared: they already exceed L2)
 POINT_BUDGET_US = 2.0e6  # timed repetitions are cut so one point stays under about 2 s
@@ -97,18 +98,22 @@ def routing(seed, M, E, k, skew):
 
 
 def scale_bytes(scheme, E_touched, H, I):
-    if scheme == "fp8_wchannel_atoken":
+    if scheme in ("fp8_wchannel_atoken", "int8_wchannel_atoken"):
         return E_touched * (2 * I + H) * 4
     if scheme == "fp8_wblock128_agroup128":
         c = lambda a: -(-a // 128)
         return E_touched * (c(2 * I) * c(H) + c(H) * c(I)) * 4
+    if scheme in ("w4a16_g128", "mxfp4_w4a16"):
+        g, b = (128, 4) if scheme == "w4a16_g128" else (32, 1)
+        return E_touched * (2 * I * (H // g) + H * (I // g)) * b
     return 0
 
 
 def counts(scheme, ids, M, k, H, I):
     """touched experts, bytes and FLOPs of one point (set 0's routing)."""
     touched = len({e for row in ids[:M] for e in row})
-    wb = touched * 3 * H * I * (2 if scheme == "bf16" else 1) + scale_bytes(scheme, touched, H, I)
+    eb = 2 if scheme == "bf16" else 0.5 if scheme in ("w4a16_g128", "mxfp4_w4a16") else 1
+    wb = int(touched * 3 * H * I * eb) + scale_bytes(scheme, touched, H, I)
     return touched, wb + 2 * M * H * 2, 2 * M * k * 3 * H * I
 
 
@@ -183,6 +188,10 @@ def impl_of(scheme):
 def skip_reason(scheme):
     if scheme == "fp8_wblock128_agroup128":
         return "torch has no blockwise-scaled grouped GEMM on SM90 (_scaled_grouped_mm: rowwise fp8 or MXFP8 on SM100)"
+    if scheme == "int8_wchannel_atoken":
+        return "torch has no grouped int8 GEMM (_scaled_grouped_mm takes fp8; _int_mm is one dense matrix)"
+    if scheme in ("w4a16_g128", "mxfp4_w4a16"):
+        return "torch has no grouped 4-bit weight GEMM on SM90 (_weight_int4pack_mm is one dense matrix)"
     return None
 
 

@@ -77,32 +77,57 @@ static moe_status rel_l2(const __nv_bfloat16 *got, const __nv_bfloat16 *ref, siz
 typedef struct {
     __nv_bfloat16 *w1, *w2; /* NULL until a bf16 point needs them */
     char why[512];          /* why they could not be made */
-    uint8_t *q1, *q2;       /* fp8_wchannel_atoken: e4m3 codes, NULL until a point needs them */
-    float *s1, *s2;         /* and their per-row scales */
-    char why8[512];
+    struct {
+        void *q1, *q2, *s1, *s2; /* codes and scales of w1 / w2, NULL until a point needs them */
+        char why[512];           /* why they could not be made */
+    } set[4];                    /* BG_E4M3, BG_I8, BG_I4, BG_E2M1 */
 } bg_weights;
+
+/* the code sets: the fp8 schemes share one (each scale layout reads a
+ * prefix of the per-row scales, all of one value) */
+enum { BG_E4M3 = 0, BG_I8, BG_I4, BG_E2M1, BG_NONE = -1 };
+static int set_of(moe_scheme sc)
+{
+    switch (sc) {
+    case MOE_SCHEME_FP8_WTENSOR_ATENSOR:
+    case MOE_SCHEME_FP8_WCHANNEL_ATOKEN:
+    case MOE_SCHEME_FP8_WBLOCK128_AGROUP128: return BG_E4M3;
+    case MOE_SCHEME_INT8_WCHANNEL_ATOKEN: return BG_I8;
+    case MOE_SCHEME_W4A16_G128: return BG_I4;
+    case MOE_SCHEME_MXFP4_W4A16: return BG_E2M1;
+    default: return BG_NONE;
+    }
+}
 
 __global__ void fill_f32_kernel(float *p, size_t n, float v)
 {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
 }
 
-/* e4m3 codes of uniform [-1, 1) values and per-row scales 1/sqrt(K): the
- * products have the bf16 weights' magnitude */
-static moe_status weights_make8(const moe_shape *sh, uint64_t seed, cudaStream_t s, bg_weights *w)
+/* Codes and scales of one set, chosen so the products have the bf16
+ * weights' magnitude (1/sqrt(K) per element): e4m3 of uniform [-1, 1)
+ * values with scales 1/sqrt(K); uniform bytes (int8, RMS 74) or nibbles
+ * (int4 RMS 4.6, e2m1 RMS 2.9) with scales 1/(RMS sqrt(K)): f32 per row
+ * (8-bit; per tensor and per block read a prefix), f32 per 128 (int4),
+ * the nearest E8M0 power of two per 32 (e2m1). */
+static moe_status weights_make_set(const moe_shape *sh, uint64_t seed, int set, cudaStream_t s, void **q, void **sc)
 {
-    size_t n1 = (size_t)sh->E * 2 * sh->I * sh->H, n2 = (size_t)sh->E * sh->H * sh->I;
-    size_t r1 = (size_t)sh->E * 2 * sh->I, r2 = (size_t)sh->E * sh->H;
+    const size_t N[2] = {(size_t)2 * sh->I, (size_t)sh->H}, K[2] = {(size_t)sh->H, (size_t)sh->I};
+    static const float rms[4] = {1.0f, 74.0f, 4.6f, 2.9f};
     moe_status st;
-    MOE_CU(cudaMalloc(&w->q1, n1));
-    MOE_CU(cudaMalloc(&w->q2, n2));
-    MOE_CU(cudaMalloc(&w->s1, r1 * 4));
-    MOE_CU(cudaMalloc(&w->s2, r2 * 4));
-    if ((st = moe_bg_fill_e4m3(w->q1, n1, seed << 8 | 3, 1.0f, s)) || (st = moe_bg_fill_e4m3(w->q2, n2, seed << 8 | 4, 1.0f, s)))
-        return st;
-    fill_f32_kernel<<<moe_cu_blocks((int64_t)r1, 256), 256, 0, s>>>(w->s1, r1, 1.0f / sqrtf((float)sh->H));
-    fill_f32_kernel<<<moe_cu_blocks((int64_t)r2, 256), 256, 0, s>>>(w->s2, r2, 1.0f / sqrtf((float)sh->I));
-    if ((st = moe_cu_launched("fill_f32_kernel"))) return st;
+    for (int m = 0; m < 2; m++) {
+        const size_t n = (size_t)sh->E * N[m] * K[m] / (set >= BG_I4 ? 2 : 1);
+        const size_t ns = (size_t)sh->E * N[m] * (set == BG_I4 ? K[m] / 128 : set == BG_E2M1 ? K[m] / 32 : 1);
+        const float v = 1.0f / (rms[set] * sqrtf((float)K[m]));
+        MOE_CU(cudaMalloc(&q[m], n));
+        MOE_CU(cudaMalloc(&sc[m], ns * (set == BG_E2M1 ? 1 : 4)));
+        if (set == BG_E4M3) st = moe_bg_fill_e4m3(q[m], n, seed << 8 | (uint64_t)(3 + m), 1.0f, s);
+        else st = moe_bg_fill_u32((uint32_t *)q[m], n / 4, seed << 8 | (uint64_t)(5 + 2 * set + m), s);
+        if (st) return st;
+        if (set == BG_E2M1) MOE_CU(cudaMemsetAsync(sc[m], 127 + (int)lrintf(log2f(v)), ns, s));
+        else fill_f32_kernel<<<moe_cu_blocks((int64_t)ns, 256), 256, 0, s>>>((float *)sc[m], ns, v);
+        if ((st = moe_cu_launched("fill_f32_kernel"))) return st;
+    }
     MOE_CU(cudaStreamSynchronize(s));
     return MOE_OK;
 }
@@ -116,8 +141,12 @@ typedef struct {
 
 static void weights_free(bg_weights *w)
 {
-    cudaFree(w->w1), cudaFree(w->w2), cudaFree(w->q1), cudaFree(w->q2), cudaFree(w->s1), cudaFree(w->s2);
-    w->w1 = w->w2 = NULL, w->q1 = w->q2 = NULL, w->s1 = w->s2 = NULL;
+    cudaFree(w->w1), cudaFree(w->w2);
+    w->w1 = w->w2 = NULL;
+    for (int i = 0; i < 4; i++) {
+        cudaFree(w->set[i].q1), cudaFree(w->set[i].q2), cudaFree(w->set[i].s1), cudaFree(w->set[i].s2);
+        w->set[i].q1 = w->set[i].q2 = w->set[i].s1 = w->set[i].s2 = NULL;
+    }
 }
 
 static moe_status weights_make(const moe_shape *sh, uint64_t seed, cudaStream_t s, bg_weights *w)
@@ -208,10 +237,11 @@ static moe_status graph_run(void *ctx, int rep, cudaStream_t s)
 static moe_status capture(const moe_cuda_fx_problem *pr, const moe_cuda_fx_plan *plan, const bg_weights *W,
                           const bg_inputs *in, void *ws, cudaStream_t s, bg_graphs *g)
 {
+    const int set = set_of(pr->scheme);
+    const void *w1 = set < 0 ? (const void *)W->w1 : W->set[set].q1, *w2 = set < 0 ? (const void *)W->w2 : W->set[set].q2;
+    const float *s1 = set < 0 ? NULL : (const float *)W->set[set].s1, *s2 = set < 0 ? NULL : (const float *)W->set[set].s2;
     for (int r = 0; r < MOE_BG_SETS; r++) {
-        const int f8 = pr->scheme == MOE_SCHEME_FP8_WCHANNEL_ATOKEN;
-        moe_cuda_fx_args a = {in->x[r], in->ids[r], in->w[r], f8 ? (const void *)W->q1 : W->w1,
-                              f8 ? (const void *)W->q2 : W->w2, in->out_fast, f8 ? W->s1 : NULL, f8 ? W->s2 : NULL};
+        moe_cuda_fx_args a = {in->x[r], in->ids[r], in->w[r], w1, w2, in->out_fast, s1, s2};
         cudaGraph_t graph = NULL;
         MOE_CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         moe_status st = moe_cuda_fx_forward(pr, plan, &a, ws, s);
@@ -237,12 +267,10 @@ static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, const bg
     moe_status st = moe_cuda_fx_plan_make(&pr, &plan);
     if (st == MOE_ERR_UNSUPPORTED) return moe_bg_point_set(p, "skipped", "%s", moe_last_error());
     if (st) return moe_bg_point_set(p, "failed", "plan: %s", moe_last_error());
-    const int f8 = sc == MOE_SCHEME_FP8_WCHANNEL_ATOKEN;
-    if (sc != MOE_SCHEME_BF16 && !f8)
-        return moe_bg_point_set(p, "skipped", "moe-bench generates bf16 and fp8_wchannel_atoken weights only (scheme %s)",
-                                moe_scheme_name(sc));
-    if (f8 ? !W->q1 : !W->w1) return moe_bg_point_set(p, "failed", "weights: %s", f8 ? W->why8 : W->why);
-    if (f8) ref_why = "the cuBLAS reference pipeline is bf16 only"; /* checked by tests/gpu/check_gpu_fast */
+    const int set = set_of(sc);
+    if (set < 0 ? !W->w1 : !W->set[set].q1)
+        return moe_bg_point_set(p, "failed", "weights: %s", set < 0 ? W->why : W->set[set].why);
+    if (set >= 0) ref_why = "the cuBLAS reference pipeline is bf16 only"; /* checked by tests/gpu/check_gpu_fast */
     snprintf(p->note, sizeof p->note, "CUDA graph replays; tiles %dx%d / %dx%d, %d launches, workspace %zu B",
              plan.bm1, plan.bn1, plan.bm2, plan.bn2, plan.launches, plan.workspace);
     bg_graphs g;
@@ -347,9 +375,15 @@ static void run_point(moe_bg_run *R, moe_bg_cublas *cb, const moe_shape *sh, moe
             snprintf(W->why, sizeof W->why, "%s", moe_last_error());
             weights_free(W), cudaGetLastError();
         }
-        if (sc == MOE_SCHEME_FP8_WCHANNEL_ATOKEN && !W->q1 && !W->why8[0] && weights_make8(sh, R->o->seed, s, W)) {
-            snprintf(W->why8, sizeof W->why8, "%s", moe_last_error());
-            cudaGetLastError();
+        const int set = set_of(sc);
+        if (set >= 0 && !W->set[set].q1 && !W->set[set].why[0]) {
+            void *q[2] = {NULL, NULL}, *scl[2] = {NULL, NULL};
+            if (weights_make_set(sh, R->o->seed, set, s, q, scl)) {
+                snprintf(W->set[set].why, sizeof W->set[set].why, "%s", moe_last_error());
+                cudaFree(q[0]), cudaFree(q[1]), cudaFree(scl[0]), cudaFree(scl[1]), cudaGetLastError();
+            } else {
+                W->set[set].q1 = q[0], W->set[set].q2 = q[1], W->set[set].s1 = scl[0], W->set[set].s2 = scl[1];
+            }
         }
         if (bf16) reference(sh, cb, W, in, s, &peer, why, sizeof why, &why_status);
         run_fast(R, sh, sc, W, in, why[0] ? why : NULL, s, &pts[0]);
