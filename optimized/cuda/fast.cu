@@ -267,7 +267,7 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
  * 4 (BN 128) or 2 (BN 64, when too few CTAs would stream the weights) warps
  * side by side along N. Prefill: 64-row blocks of 8 warps; 128-row blocks
  * of two warpgroups, 128 x 256 for bf16, 128 x 128 for e4m3 (the promotion
- * needs a second and third set of accumulators: 3 x 64 registers). */
+ * keeps a second set of accumulators: 2 x 64 registers a thread). */
 enum Cfg { CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_128x128, CFG_COUNT };
 const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128}, CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128};
 
@@ -565,6 +565,11 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (scaled && (!a->w1_scale || !a->w2_scale))
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: scheme %s needs w1_scale and w2_scale", moe_scheme_name(p->scheme));
     const int tensor = p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR;
+    /* a plan made for another problem (another scheme shares the tiles) would
+     * carve more than it allotted */
+    if (carve(p, plan->bm1, NULL, NULL) > plan->workspace)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (workspace %zu < %zu)",
+                        plan->workspace, carve(p, plan->bm1, NULL, NULL));
     fx_ws w;
     carve(p, plan->bm1, workspace, &w);
     moe_quant_spec as;

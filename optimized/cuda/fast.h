@@ -56,8 +56,12 @@ extern "C" {
 
 typedef struct {
     int M, E, topk, H, I;   /* tokens, experts, top-k, hidden, intermediate (per expert) */
-    moe_scheme scheme;      /* MOE_SCHEME_BF16, or an 8-bit one (x stays bf16, quantized in the forward; w1 / w2 e4m3
-                             * or int8 codes with the scheme's weight scales); others MOE_ERR_UNSUPPORTED */
+    moe_scheme scheme;      /* MOE_SCHEME_BF16; an 8-bit one (x stays bf16, quantized in the forward; w1 / w2 e4m3
+                             * or int8 codes with the scheme's weight scales); W4A16_G128 or MXFP4_W4A16 (x bf16,
+                             * w1 / w2 4-bit codes, two a byte, low nibble first); others MOE_ERR_UNSUPPORTED.
+                             * fp8_wtensor_atensor's dynamic scales cover all rows of x and all real rows of h
+                             * (moe_forward's MOE_QDOM_ALL_ROWS for a1 and a2, vLLM's Triton fused_moe; the
+                             * reference forward's default a2 domain is per expert) */
     moe_act_params act;     /* a gated activation, layout GATE_UP (w1 rows: I gate rows, then I up rows) */
     int atomic;             /* 0: deterministic combine, 1: atomic f32 combine */
 } moe_cuda_fx_problem;
@@ -66,12 +70,13 @@ typedef struct {
     const void *x;          /* [M, H] bf16 */
     const int32_t *topk_ids;/* [M, topk], each in [0, E), distinct per token */
     const float *topk_w;    /* [M, topk] */
-    const void *w1;         /* [E, 2I, H] bf16, or the 8-bit codes */
-    const void *w2;         /* [E, H, I] bf16, or the 8-bit codes */
+    const void *w1;         /* [E, 2I, H] bf16, or the 8-bit / 4-bit codes */
+    const void *w2;         /* [E, H, I] bf16, or the 8-bit / 4-bit codes */
     void *out;              /* [M, H] x's dtype */
-    const float *w1_scale;  /* 8-bit schemes: w1's f32 scales as moe_ref_quantize lays them out: [E] per tensor,
-                             * [E, 2I] per row, [E, 2I/128, H/128] per block (bf16: unused) */
-    const float *w2_scale;  /* [E], [E, H], [E, H/128, I/128] */
+    const float *w1_scale;  /* w1's scales as moe_ref_quantize lays them out: f32 [E] per tensor, [E, 2I] per row,
+                             * [E, 2I/128, H/128] per block, [E, 2I, H/128] for w4a16_g128; E8M0 bytes
+                             * [E, 2I, H/32] for mxfp4_w4a16 (passed through this pointer); bf16: unused */
+    const float *w2_scale;  /* the same for w2: [E], [E, H], [E, H/128, I/128], [E, H, I/128], bytes [E, H, I/32] */
 } moe_cuda_fx_args;
 
 typedef struct {
@@ -83,8 +88,8 @@ typedef struct {
 } moe_cuda_fx_plan;
 
 /* Checks the problem (host only: sizes, scheme, activation; H and I
- * multiples of 8, 16 for 8-bit codes, 128 for the block scheme; E <= 1024)
- * and fills the plan. MOE_ERR_INVALID_ARG /
+ * multiples of 8, 16 for 8-bit codes, 128 for the block and w4a16_g128
+ * schemes, 64 for mxfp4_w4a16; E <= 1024) and fills the plan. MOE_ERR_INVALID_ARG /
  * MOE_ERR_UNSUPPORTED with a message naming the field otherwise. */
 moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan *plan);
 

@@ -38,9 +38,10 @@
  * tile moves each k tile's sums out of the tensor cores into f32 registers
  * (promotion: the tensor cores' fp8 accumulation keeps fewer bits than
  * f32 over long k chains; CUTLASS's non-fast-accum fp8 kernels and
- * DeepGEMM promote the same way) with two partial buffers, so the next
- * tile's wgmma runs while the last one is added. int8 accumulates in s32
- * (exact) and converts once in the epilogue. */
+ * DeepGEMM promote the same way), waiting for each k tile's wgmma before
+ * the add (NOTES.md v9: why not two partial buffers). int8 accumulates in
+ * s32 (exact) and converts once in the epilogue; it has no k-tile scales
+ * and no wgmma tile (promote reads f32 partial sums). */
 #ifndef MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
 #define MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
 
@@ -233,10 +234,12 @@ template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG,
 __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 {
     typedef cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v> C;
-    constexpr bool PROMO = WG && sizeof(T) == 1; /* e4m3 wgmma: f32 promotion every k tile */
-    constexpr bool W4 = QS >= QS_W4_INT;          /* 4-bit weight codes, dequantized to T in shared memory */
-    static_assert(QS != QS_KTILE || sizeof(T) == 1, "k-tile scales: 8-bit codes");
-    static_assert(!W4 || sizeof(T) == 2, "4-bit weights: 16-bit activations");
+    constexpr bool E4 = std::is_same<T, __nv_fp8_e4m3>::value;
+    constexpr bool PROMO = WG && E4;     /* e4m3 wgmma: f32 promotion every k tile */
+    constexpr bool W4 = QS >= QS_W4_INT; /* 4-bit weight codes, dequantized to bf16 in shared memory */
+    static_assert(!WG || sizeof(T) == 2 || E4, "wgmma tiles: bf16 / f16 or e4m3");
+    static_assert(QS != QS_KTILE || E4, "k-tile scales: e4m3 codes (promote adds f32 partial sums)");
+    static_assert(!W4 || std::is_same<T, __nv_bfloat16>::value, "4-bit weights: bf16 activations (the dequant packs bf16)");
     extern __shared__ __align__(128) unsigned char smem[];
     /* CTA order: groups of `group` row blocks, the N tiles of a group
      * before the next group (Triton's GROUP_SIZE_M ordering): the A rows of

@@ -629,6 +629,13 @@ START_TEST(forward_refusals)
     bad.bn2 = 48;
     ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan"));
+    /* a bf16 plan for an fp8 problem of the same sizes and tiles: its
+     * workspace has no room for the quantized x and h */
+    moe_cuda_fx_problem p8 = f.p;
+    p8.scheme = MOE_SCHEME_FP8_WTENSOR_ATENSOR;
+    a.w1_scale = a.w2_scale = (const float *)f.ws; /* present; refused before any launch reads them */
+    ck_assert_int_eq(moe_cuda_fx_forward(&p8, &f.plan, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "for this problem"));
     fprob_free(&f);
 }
 END_TEST
