@@ -267,9 +267,12 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
  * 4 (BN 128) or 2 (BN 64, when too few CTAs would stream the weights) warps
  * side by side along N. Prefill: 64-row blocks of 8 warps; 128-row blocks
  * of two warpgroups, 128 x 256 for bf16, 128 x 128 for e4m3 (the promotion
- * keeps a second set of accumulators: 2 x 64 registers a thread). */
-enum Cfg { CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_128x128, CFG_COUNT };
-const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128}, CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128};
+ * keeps a second set of accumulators: 2 x 64 registers a thread). e4m3's
+ * middle range (17-64 rows an expert) runs one warpgroup on 64 x 128
+ * (64x128W): mma.sync e4m3 runs at half the rate of s8 on this chip, and
+ * two such CTAs an SM overlap one's promotion with the other's wgmma (v11). */
+enum Cfg { CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_128x128, CFG_64x128W, CFG_COUNT };
+const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128, 64}, CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128, 128};
 
 /* What the GEMMs multiply: bf16 values, e4m3 codes with epilogue scales
  * (per tensor / per row), e4m3 codes with k-tile scales (block 128), int8
@@ -301,7 +304,7 @@ int cfg_ok(Kind k, int c)
 {
     if (c < 0 || c >= CFG_COUNT) return 0;
     if (c == CFG_128x256) return k == KIND_BF16;
-    if (c == CFG_128x128) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
+    if (c == CFG_128x128 || c == CFG_64x128W) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
     return 1;
 }
 
@@ -332,6 +335,9 @@ template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
         break;
     case CFG_128x128:
         if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return f(tile<T, 128, 128, 8, 1, 6, true, QS>());
+        break;
+    case CFG_64x128W:
+        if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return f(tile<T, 64, 128, 4, 1, 4, true, QS>());
         break;
     }
     return cudaErrorInvalidValue;
@@ -517,6 +523,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     const int64_t avg = (slots + touched - 1) / touched;
     int c1, c2;
     if (avg <= 16) c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
+    else if (avg <= 64 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK)) c1 = c2 = CFG_64x128W;
     else if (avg <= 64 || kind == KIND_I8 || kind == KIND_W4 || kind == KIND_MX4) c1 = c2 = CFG_64x128;
     else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
@@ -544,10 +551,12 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     return MOE_OK;
 }
 
-static int cfg_of(int bm, int bn)
+/* a plan's tile: e4m3 has the wgmma form of 64 x 128, the others mma.sync */
+static int cfg_of(Kind k, int bm, int bn)
 {
     for (int c = 0; c < CFG_COUNT; c++)
-        if (CFG_BM[c] == bm && CFG_BN[c] == bn) return c;
+        if (CFG_BM[c] == bm && CFG_BN[c] == bn && cfg_ok(k, c) && !(c == CFG_64x128 && cfg_ok(k, CFG_64x128W)))
+            return c;
     return -1;
 }
 
@@ -558,7 +567,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: problem, plan, args and workspace must not be NULL");
     if (!scheme_ok(p->scheme)) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_forward: scheme %s", moe_scheme_name(p->scheme));
     const Kind kind = kind_of(p->scheme);
-    const int c1 = cfg_of(plan->bm1, plan->bn1 * 2), c2 = cfg_of(plan->bm2, plan->bn2), q8 = is_q8(p);
+    const int c1 = cfg_of(kind, plan->bm1, plan->bn1 * 2), c2 = cfg_of(kind, plan->bm2, plan->bn2), q8 = is_q8(p);
     const int scaled = kind != KIND_BF16;
     if (!cfg_ok(kind, c1) || !cfg_ok(kind, c2) || plan->bm1 != plan->bm2)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this scheme");

@@ -21,8 +21,8 @@
  *   - the 8-bit schemes of the fused forward (fp8 per tensor, per channel /
  *     token, block 128; int8 per channel / token) against a host forward
  *     that quantizes x and h with moe_ref_quantize and applies the scales at
- *     the kernel's points (host_scaled_dot): decode, 64-row and the promoted
- *     e4m3 wgmma tiles.
+ *     the kernel's points (host_scaled_dot): decode, 64-row (e4m3: wgmma)
+ *     and the promoted 128-row e4m3 wgmma tiles.
  * Exits 77 (skip) without a CUDA device. */
 #include <check.h>
 #include <cuda_runtime.h>
@@ -583,8 +583,9 @@ static const moe_scheme Q8_SCHEMES[] = {MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHE
 
 START_TEST(fused_q8_matches_host)
 {
-    /* decode tiles, the 64-row tile, and (e4m3) the promoted 128 x 128 wgmma
-     * tile over 4 to 16 k tiles; H and I multiples of 128 (the block scheme) */
+    /* decode tiles, the 64-row tile (e4m3: the promoted one-warpgroup wgmma
+     * tile; int8: mma.sync) and (e4m3) the promoted 128 x 128 wgmma tile over
+     * 4 to 16 k tiles; H and I multiples of 128 (the block scheme) */
     static const fcase cases[] = {
         {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},          {40, 16, 4, 512, 256, MOE_ACT_SILU, 16},
         {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},  {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
