@@ -539,6 +539,10 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     if (kind == KIND_FP8_BLOCK && (int64_t)cap * ((p->H > p->I ? p->H : p->I) / 128) >= ((int64_t)1 << 31))
         return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: %d padded rows x %d groups of 128 over 2^31 scales", cap,
                         (p->H > p->I ? p->H : p->I) / 128);
+    /* the 4-bit GEMMs index an expert's scales in int: N x K / 32 */
+    if ((kind == KIND_W4 || kind == KIND_MX4) && (int64_t)2 * p->I * p->H / 32 >= ((int64_t)1 << 31))
+        return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: 2 I x H / 32 = %lld scales an expert over 2^31",
+                        (long long)2 * p->I * p->H / 32);
     plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR);
     plan->workspace = carve(p, bm, NULL, NULL);
     /* raise the shared-memory limit of the kernels this plan launches */

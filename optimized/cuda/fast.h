@@ -61,7 +61,9 @@ typedef struct {
                              * w1 / w2 4-bit codes, two a byte, low nibble first); others MOE_ERR_UNSUPPORTED.
                              * fp8_wtensor_atensor's dynamic scales cover all rows of x and all real rows of h
                              * (moe_forward's MOE_QDOM_ALL_ROWS for a1 and a2, vLLM's Triton fused_moe; the
-                             * reference forward's default a2 domain is per expert) */
+                             * reference forward's default a2 domain is per expert). W4A16_G128 on decode plans
+                             * (bm 16) applies each 128-group's scale to the f32 sums of its codes, not
+                             * WEIGHT_TO_ACT's round_bf16(c * s) per weight (fast_w4.cuh; BOUNDED) */
     moe_act_params act;     /* a gated activation, layout GATE_UP (w1 rows: I gate rows, then I up rows) */
     int atomic;             /* 0: deterministic combine, 1: atomic f32 combine */
 } moe_cuda_fx_problem;

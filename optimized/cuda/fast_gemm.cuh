@@ -160,6 +160,14 @@ __device__ __forceinline__ void ldsm_x4(uint32_t *r, uint32_t addr)
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
+__device__ __forceinline__ void lds128(uint32_t *r, uint32_t addr)
+{
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void lds64(uint32_t *r, uint32_t addr)
+{
+    asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
+}
 /* byte offset of 16-byte chunk c of row `row` in a 128-byte-row tile */
 __device__ __forceinline__ uint32_t swz(int row, int c) { return (uint32_t)(row * 128 + ((c ^ (row & 7)) << 4)); }
 
@@ -192,15 +200,16 @@ template <class T, int BN> __device__ __forceinline__ void wgmma_tile(float *d, 
 }
 
 /* BROW: bytes of a B row per stage, 128 (16-bit or 8-bit elements) or 32
- * (4-bit codes: the k tile's 64 codes, dequantized into one shared 128-byte
- * row buffer of BN rows before the MMAs) */
+ * (4-bit codes: the k tile's 64 codes; tiles of several warp rows
+ * dequantize them into one shared 128-byte row buffer of BN rows before the
+ * MMAs, decode tiles of one warp row straight into fragments, fast_w4.cuh) */
 template <int BM, int BN, int WM, int WN, int STAGES, bool WG = false, int BROW = 128> struct cfg {
     static constexpr int NT = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MF = WTM / 16, NF = WTN / 8;
     static constexpr int CPR = BROW / 16; /* 16-byte chunks per B row per stage */
     static constexpr int A_PER = BM * 8 / NT, B_PER = BN * CPR / NT; /* 16-byte chunks per thread per stage */
     static constexpr int STAGE_BYTES = BM * 128 + BN * BROW;
     /* wgmma's 128-byte swizzle repeats every 1024 bytes: tiles start 1024-aligned */
-    static constexpr int SMEM = STAGES * STAGE_BYTES + (BROW != 128 ? BN * 128 : 0) + (WG ? 1024 : 0);
+    static constexpr int SMEM = STAGES * STAGE_BYTES + (BROW != 128 && WM > 1 ? BN * 128 : 0) + (WG ? 1024 : 0);
     static_assert(BROW == 128 || (BROW == 32 && !WG), "4-bit codes: mma.sync tiles");
     static_assert(!WG || (WN == 1 && WTM == 16 && BM % 64 == 0 && (BN == 128 || BN == 256) && STAGE_BYTES % 1024 == 0 &&
                           BM * 128 % 1024 == 0),
@@ -215,20 +224,7 @@ template <int BM, int BN, int WM, int WN, int STAGES, bool WG = false, int BROW 
 enum { QS_EPILOGUE = 0, QS_KTILE = 1, QS_W4_INT = 2, QS_W4_MX = 3 };
 template <int QS> struct brow_of { static constexpr int v = QS >= QS_W4_INT ? 32 : 128; };
 
-/* The value of 4-bit code i of w (bits 4i .. 4i + 3), exactly
- * moe_qc_decode's, in a few integer and f32 operations (the dequantization
- * is the 4-bit GEMMs' inner loop: through the generic decode it cost six
- * times the weights' memory time, NOTES.md v10): int4 (two's complement)
- * as 2^23 + (q ^ 8) - (2^23 + 8); e2m1's three magnitude bits as an f32's
- * low exponent bits and top mantissa bit, times 2^126 (exponent 0 is the
- * subnormal 0.5), the sign bit moved to bit 31. */
-template <int QS> __device__ __forceinline__ float w4_decode(uint32_t w, int i)
-{
-    if (QS == QS_W4_INT)
-        return __uint_as_float(0x4B000000u | (((w ^ 0x88888888u) >> (4 * i)) & 0xFu)) - 8388616.0f;
-    const uint32_t c = w >> (4 * i);
-    return __uint_as_float(((c & 7u) << 22) | ((c & 8u) << 28)) * 0x1p126f;
-}
+#include "fast_w4.cuh"
 
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG, int QS = 0>
 __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
@@ -236,7 +232,13 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     typedef cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v> C;
     constexpr bool E4 = std::is_same<T, __nv_fp8_e4m3>::value;
     constexpr bool PROMO = WG && E4;     /* e4m3 wgmma: f32 promotion every k tile */
-    constexpr bool W4 = QS >= QS_W4_INT; /* 4-bit weight codes, dequantized to bf16 in shared memory */
+    constexpr bool W4 = QS >= QS_W4_INT;    /* 4-bit weight codes (fast_w4.cuh) */
+    constexpr bool W4R = W4 && WM == 1;     /* decode tiles: codes to B fragments in registers */
+    constexpr bool W4S = W4 && WM > 1;      /* several warp rows: the CTA dequantizes into shared memory once */
+    /* int4 on decode tiles: each 128-group's sums times its f32 scale; the
+     * 64-row tiles multiply WEIGHT_TO_ACT values (measured: the deferred
+     * form there took 1.5x longer, NOTES.md v12) */
+    constexpr bool DEFER = QS == QS_W4_INT && W4R;
     static_assert(!WG || sizeof(T) == 2 || E4, "wgmma tiles: bf16 / f16 or e4m3");
     static_assert(QS != QS_KTILE || E4, "k-tile scales: e4m3 codes (promote adds f32 partial sums)");
     static_assert(!W4 || std::is_same<T, __nv_bfloat16>::value, "4-bit weights: bf16 activations (the dequant packs bf16)");
@@ -334,7 +336,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
             }
         }
     };
-    /* W4: the codes of k tile kt (stage at sb) to T in the row buffer, the
+    /* W4S: the codes of k tile kt (stage at sb) to T in the row buffer, the
      * reference's WEIGHT_TO_ACT values: round_T(f32(decode(q) * scale)),
      * scale per 128 (int4, f32) or per 32 (e2m1, E8M0) along K; chunks
      * past N or K are zeros */
@@ -350,24 +352,21 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
         else return 0x100u | __ldg((const uint8_t *)p.w_scale + row * (K / 32) + k0 / 32);
     };
     uint32_t scn[C::B_PER];
-    if constexpr (W4)
+    if constexpr (W4S)
 #pragma unroll
         for (int i = 0; i < C::B_PER; i++) scn[i] = w4_scale_raw(i, 0);
     auto dequant = [&](uint32_t sb, int kt) {
-        if constexpr (!W4) return;
+        if constexpr (!W4S) return;
         else {
 #pragma unroll
         for (int i = 0; i < C::B_PER; i++) {
             const int id = tid + i * C::NT, j = id / C::CPR, c = id % C::CPR;
-            uint4 raw;
-            asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
-                         : "r"(sb + id * 16));
+            uint32_t w32[4];
+            lds128(w32, sb + id * 16);
             const uint32_t r = scn[i];
             scn[i] = kt + 1 < KT ? w4_scale_raw(i, kt + 1) : 0u;
             /* e2m1: bit 8 marks a loaded code (an absent scale stays 0) */
             const float sc = QS == QS_W4_INT ? __uint_as_float(r) : (r & 0x100u) ? moe_s_decode_e8m0((uint8_t)r) : 0.0f;
-            const uint32_t w32[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
             for (int q = 0; q < 4; q++) { /* 8 codes (one 32-bit word) -> one 16-byte chunk of 8 T */
                 uint32_t o[4];
@@ -424,6 +423,51 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
                 }
     };
 
+    /* DEFER (int4): the MMAs of a 128-group sum into dp; acc += dp * s with
+     * s the f32 scale of the thread's accumulator columns (2 per n8
+     * fragment), loaded two groups ahead */
+    float dp[DEFER ? C::MF : 1][DEFER ? C::NF : 1][4];
+    float scv[C::NF][2], scw[C::NF][2];
+    int so[C::NF][2];
+    const int KG = K / 128;
+    const float *wsb = p.w_scale + (int64_t)e * p.N * KG;
+    if constexpr (DEFER) {
+#pragma unroll
+        for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+            for (int ni = 0; ni < C::NF; ni++) dp[mi][ni][0] = dp[mi][ni][1] = dp[mi][ni][2] = dp[mi][ni][3] = 0.0f;
+#pragma unroll
+        for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                so[ni][c] = n_of_j(wn * C::WTN + ni * 8 + t2 + c) * KG;
+                scv[ni][c] = __ldg(wsb + so[ni][c]), scw[ni][c] = KG > 1 ? __ldg(wsb + so[ni][c] + 1) : 0.0f;
+            }
+    }
+    auto promote_w4 = [&](int grp) {
+#pragma unroll
+        for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+            for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    acc[mi][ni][q] = fmaf(dp[mi][ni][q], scv[ni][q & 1], acc[mi][ni][q]), dp[mi][ni][q] = 0.0f;
+#pragma unroll
+        for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+            for (int c = 0; c < 2; c++)
+                scv[ni][c] = scw[ni][c], scw[ni][c] = grp + 2 < KG ? __ldg(wsb + so[ni][c] + grp + 2) : 0.0f;
+    };
+    /* W4R e2m1: the E8M0 code of the thread's B row of each n8 fragment
+     * (the 32-group of its 16 codes), loaded one k tile ahead */
+    int mxo[C::NF];
+    uint32_t mxc[C::NF];
+    const uint8_t *msb = (const uint8_t *)p.w_scale + (int64_t)e * p.N * (K / 32);
+    if constexpr (W4R && QS == QS_W4_MX)
+#pragma unroll
+        for (int ni = 0; ni < C::NF; ni++)
+            mxo[ni] = n_of_j(wn * C::WTN + ni * 8 + g) * (K / 32) + ((lane & 3) >> 1), mxc[ni] = __ldg(msb + mxo[ni]);
+
     /* prefetch distance: mma.sync reads a stage only inside its iteration,
      * so STAGES - 1 tiles ahead; wgmma keeps the previous iteration's group
      * in flight (wait_group 1), so the stage it reads is refilled one
@@ -473,7 +517,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     for (int kt = 0; kt < KT; kt++) {
         const uint32_t sa = next_tile(kt);
         uint32_t sb = sa + BM * 128;
-        if constexpr (W4) { /* the previous iteration's MMAs ended at next_tile's barrier */
+        if constexpr (W4S) { /* the previous iteration's MMAs ended at next_tile's barrier */
             dequant(sb, kt);
             __syncthreads();
             sb = sdq;
@@ -488,6 +532,49 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
             for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(&acc[0][0][0], da + 2 * kk, db + 2 * kk);
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        } else if constexpr (W4R) {
+            /* A: k 16q .. 16q + 15 of the thread's rows, permuted per MMA */
+            uint32_t u[C::MF][2][8], af[C::MF][4][4];
+#pragma unroll
+            for (int mi = 0; mi < C::MF; mi++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int r = wm * C::WTM + mi * 16 + g + 8 * h;
+                    lds128(u[mi][h], sa + swz(r, 2 * (lane & 3))), lds128(u[mi][h] + 4, sa + swz(r, 2 * (lane & 3) + 1));
+                }
+#pragma unroll
+                for (int j = 0; j < 4; j++) w4_a_frag(af[mi][j], u[mi], j);
+            }
+            uint32_t f1[C::NF], f2[C::NF];
+            bool two = false;
+            if constexpr (QS == QS_W4_MX) {
+#pragma unroll
+                for (int ni = 0; ni < C::NF; ni++) {
+                    const uint32_t S = mxc[ni];
+                    mxc[ni] = kt + 1 < KT ? __ldg(msb + mxo[ni] + 2 * (kt + 1)) : 0u;
+                    two |= w4_mx_factors(S, &f1[ni], &f2[ni]);
+                }
+                two = __any_sync(0xffffffffu, two);
+            }
+            auto mmas = [&](auto tw) {
+#pragma unroll
+                for (int ni = 0; ni < C::NF; ni++) {
+                    uint32_t wv[2]; /* codes 16q .. 16q + 15 of the fragment's weight row g */
+                    lds64(wv, sb + (wn * C::WTN + ni * 8 + g) * 32 + (lane & 3) * 8);
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        uint32_t b[2];
+                        if constexpr (QS == QS_W4_INT) b[0] = w4_pair_int(wv[0], j), b[1] = w4_pair_int(wv[1], j);
+                        else
+                            b[0] = w4_pair_mx(wv[0], j, f1[ni], f2[ni], decltype(tw)::value),
+                            b[1] = w4_pair_mx(wv[1], j, f1[ni], f2[ni], decltype(tw)::value);
+#pragma unroll
+                        for (int mi = 0; mi < C::MF; mi++) tc<T>::mma(DEFER ? dp[mi][ni] : acc[mi][ni], af[mi][j], b);
+                    }
+                }
+            };
+            if (two) mmas(std::true_type());
+            else mmas(std::false_type());
         } else {
             float part[QS == QS_KTILE ? C::MF * C::NF * 4 : 1];
             if constexpr (QS == QS_KTILE)
@@ -518,6 +605,8 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
         }
             if constexpr (QS == QS_KTILE) promote(part, kt);
         }
+        if constexpr (DEFER)
+            if (kt & 1) promote_w4(kt >> 1); /* K % 128 == 0: a group is two k tiles */
     }
     }
     cp_async_wait<0>();

@@ -15,9 +15,12 @@
  *     atomic variant close to it; a CUDA-graph replay bit-identical to the
  *     eager run; plan_make refusals name the field;
  *   - w4a16_g128 and mxfp4_w4a16 (4-bit weight codes dequantized in the
- *     kernel) against the bf16 host forward on the weights the reference's
- *     WEIGHT_TO_ACT dequantization gives; shapes off the 128 / 64 grid
- *     refused;
+ *     kernel) against the host forward on the weights the kernel
+ *     multiplies (host_w: WEIGHT_TO_ACT's values, or int4's unrounded c * s
+ *     on the decode tiles, whose group scales multiply sums); shapes
+ *     off the 128 / 64 grid refused; the decode tiles' register conversions
+ *     exhaustively: every int4 code, every e2m1 code times every E8M0 scale,
+ *     against the reference's decode and WEIGHT_TO_ACT rounding;
  *   - the 8-bit schemes of the fused forward (fp8 per tensor, per channel /
  *     token, block 128; int8 per channel / token) against a host forward
  *     that quantizes x and h with moe_ref_quantize and applies the scales at
@@ -36,6 +39,7 @@
 #include "moe/quant.h"
 #include "moe/rng.h"
 #include "optimized/cuda/fast.h"
+#include "optimized/cuda/fast_gemm.cuh"
 #include "reference/act_core.h"
 #include "gpu_test_util.h"
 
@@ -163,7 +167,7 @@ typedef struct {
 } fcase;
 
 typedef struct {
-    moe_tensor x, ids, w, w1, w2; /* host; 4-bit schemes: w1 / w2 hold the dequantized bf16 weights */
+    moe_tensor x, ids, w, w1, w2; /* host; 4-bit schemes: w1 / w2 hold the dequantized weights (f32) */
     moe_tensor q1, s1, g1, q2, s2, g2; /* 4-bit schemes: the codes and scales the kernel reads */
     void *dx, *dids, *dw, *dw1, *dw2, *dout, *ws, *ds1, *ds2;
     moe_cuda_fx_problem p;
@@ -179,8 +183,8 @@ static void *dcopy(const moe_tensor *h)
 }
 
 /* A weight-only 4-bit scheme's weights from the bf16 ones: quantized by the
- * reference (q, s), and the bf16 weights replaced by the values the
- * kernel multiplies, gemm.h's WEIGHT_TO_ACT: round_bf16(dequantize(q, s)) */
+ * reference (q, s), and the bf16 weights replaced by f32 dequantize(q, s)
+ * (host_w: what the kernel multiplies, by tile) */
 static void w4_weights(moe_scheme sc, moe_tensor *w, moe_tensor *q, moe_tensor *s, moe_tensor *g)
 {
     moe_quant_spec ws;
@@ -191,9 +195,8 @@ static void w4_weights(moe_scheme sc, moe_tensor *w, moe_tensor *q, moe_tensor *
     ck_assert_int_eq(moe_quant_alloc(&ws, 3, w->shape, q, s, g), MOE_OK);
     ck_assert_msg(moe_ref_quantize(&ws, &f, NULL, q, s, NULL) == MOE_OK, "%s", moe_last_error());
     ck_assert_msg(moe_ref_dequantize(&ws, q, s, NULL, &f) == MOE_OK, "%s", moe_last_error());
-    for (int64_t i = 0; i < n; i++)
-        ((uint16_t *)w->data)[i] = moe_f32_to_bf16(((const float *)f.data)[i], MOE_POLICY_IEEE_RNE, NULL);
-    moe_tensor_free(&f);
+    gpu_hfree(1, w);
+    *w = f;
 }
 
 static void fprob_make_sc(const fcase *c, moe_scheme sc, uint64_t seed, int atomic, fprob *f)
@@ -249,11 +252,25 @@ static moe_cuda_fx_args fargs(const fprob *f)
     return a;
 }
 
+/* Weight i of w as the fused kernel multiplies it (fast_w4.cuh): bf16, or
+ * for the 4-bit schemes the f32 dequantized value — e2m1 times its
+ * power-of-two scale is exact in bf16 (= WEIGHT_TO_ACT's value); int4 on
+ * the decode tiles (plan bm 16) is c * s unrounded (the group scale
+ * multiplies the sums of the codes), on the 64-row tiles WEIGHT_TO_ACT's
+ * round_bf16(c * s) */
+static double host_w(const fprob *f, const moe_tensor *w, int64_t i)
+{
+    const double v = ld(w->dtype, w->data, i);
+    if (f->p.scheme == MOE_SCHEME_W4A16_G128 && f->plan.bm1 != 16)
+        return moe_bf16_to_f32(moe_f32_to_bf16((float)v, MOE_POLICY_IEEE_RNE, NULL));
+    return v;
+}
+
 /* out [M, H] f32 as the host computes it, the kernel's rounding points */
 static void host_forward(const fprob *f, float *out)
 {
     const int M = f->p.M, k = f->p.topk, H = f->p.H, I = f->p.I;
-    const uint16_t *x = (const uint16_t *)f->x.data, *w1 = (const uint16_t *)f->w1.data, *w2 = (const uint16_t *)f->w2.data;
+    const uint16_t *x = (const uint16_t *)f->x.data;
     float *h = (float *)malloc(sizeof(float) * I), *acc = (float *)malloc(sizeof(float) * H);
     for (int t = 0; t < M; t++) {
         for (int n = 0; n < H; n++) acc[n] = 0.0f;
@@ -264,8 +281,8 @@ static void host_forward(const fprob *f, float *out)
                 double g = 0, u = 0;
                 for (int q = 0; q < H; q++) {
                     const double xv = moe_bf16_to_f32(x[(int64_t)t * H + q]);
-                    g += xv * moe_bf16_to_f32(w1[((int64_t)e * 2 * I + i) * H + q]);
-                    u += xv * moe_bf16_to_f32(w1[((int64_t)e * 2 * I + I + i) * H + q]);
+                    g += xv * host_w(f, &f->w1, ((int64_t)e * 2 * I + i) * H + q);
+                    u += xv * host_w(f, &f->w1, ((int64_t)e * 2 * I + I + i) * H + q);
                 }
                 uint16_t gu[2] = {moe_f32_to_bf16((float)g, MOE_POLICY_IEEE_RNE, NULL),
                                   moe_f32_to_bf16((float)u, MOE_POLICY_IEEE_RNE, NULL)};
@@ -274,7 +291,7 @@ static void host_forward(const fprob *f, float *out)
             }
             for (int n = 0; n < H; n++) {
                 double y = 0;
-                for (int i = 0; i < I; i++) y += (double)h[i] * moe_bf16_to_f32(w2[((int64_t)e * H + n) * I + i]);
+                for (int i = 0; i < I; i++) y += (double)h[i] * host_w(f, &f->w2, ((int64_t)e * H + n) * I + i);
                 acc[n] = acc[n] + moe_bf16_to_f32(moe_f32_to_bf16((float)y * wt, MOE_POLICY_IEEE_RNE, NULL));
             }
         }
@@ -347,6 +364,59 @@ static const fcase FCASES[] = {
 
 /* bf16, and the weight-only 4-bit schemes, whose host forward is the bf16
  * one on the dequantized weights (w4_weights) */
+
+/* the decode tiles' pair conversions (fast_w4.cuh) for thread t = S * 16 +
+ * c: a word whose nibble i is code (c + 3i) % 16, pairs j = 0..3 of it as
+ * int4, as e2m1 with E8M0 scale S through both multiplies, and through
+ * the one-multiply form where the scale allows it (else all ones) */
+__global__ void w4_pairs_kernel(uint32_t *o)
+{
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= 4096) return;
+    const uint32_t c = (uint32_t)t & 15u, S = (uint32_t)t >> 4;
+    uint32_t w = 0, f1, f2;
+    for (int i = 0; i < 8; i++) w |= ((c + 3u * i) & 15u) << (4 * i);
+    const bool two = fx::w4_mx_factors(S, &f1, &f2);
+    for (int j = 0; j < 4; j++) {
+        o[t * 12 + j] = fx::w4_pair_int(w, j);
+        o[t * 12 + 4 + j] = fx::w4_pair_mx(w, j, f1, f2, true);
+        o[t * 12 + 8 + j] = two ? 0xFFFFFFFFu : fx::w4_pair_mx(w, j, f1, f2, false);
+    }
+}
+
+START_TEST(w4_pairs_exhaustive)
+{
+    uint32_t *d = NULL, *h = (uint32_t *)malloc(4096 * 12 * 4);
+    ck_assert_int_eq(cudaMalloc(&d, 4096 * 12 * 4), cudaSuccess);
+    w4_pairs_kernel<<<16, 256>>>(d);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(h, d, 4096 * 12 * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    int one_mul = 0;
+    for (int t = 0; t < 4096; t++) {
+        const uint32_t c = (uint32_t)t & 15u, S = (uint32_t)t >> 4;
+        for (int j = 0; j < 4; j++)
+            for (int half = 0; half < 2; half++) {
+                const uint8_t code = (uint8_t)((c + 3u * (j + 4 * half)) & 15u); /* pair j: nibbles j, j + 4 */
+                const uint16_t gi = (uint16_t)(h[t * 12 + j] >> (16 * half)), gm = (uint16_t)(h[t * 12 + 4 + j] >> (16 * half));
+                const uint16_t ei = moe_f32_to_bf16(moe_qc_decode(MOE_I4, code), MOE_POLICY_IEEE_RNE, NULL);
+                const float mv = moe_qc_decode(MOE_E2M1, code) * moe_s_decode_e8m0((uint8_t)S);
+                const uint16_t em = moe_f32_to_bf16(mv, MOE_POLICY_IEEE_RNE, NULL);
+                ck_assert_msg(gi == ei, "int4 code %u (pair %d): 0x%04x, expected 0x%04x", code, j, gi, ei);
+                if (isnan(mv))
+                    ck_assert_msg(isnan(moe_bf16_to_f32(gm)), "e2m1 code %u scale %u: 0x%04x, expected NaN", code, S, gm);
+                else
+                    ck_assert_msg(gm == em, "e2m1 code %u scale %u (pair %d): 0x%04x, expected 0x%04x", code, S, j, gm, em);
+            }
+        if (h[t * 12 + 8] != 0xFFFFFFFFu) {
+            one_mul++;
+            for (int j = 0; j < 4; j++)
+                ck_assert_msg(h[t * 12 + 8 + j] == h[t * 12 + 4 + j], "e2m1 scale %u: one multiply differs from two", S);
+        }
+    }
+    ck_assert_int_eq(one_mul, 129 * 16); /* S = 0 .. 128 */
+    cudaFree(d), free(h);
+}
+END_TEST
 static const moe_scheme W16_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_W4A16_G128, MOE_SCHEME_MXFP4_W4A16};
 
 START_TEST(fused_forward_matches_host)
@@ -701,6 +771,7 @@ static void add_tests(Suite *s)
     tcase_add_test(tc, gemm_fallback_exact);
     tcase_add_loop_test(tc, fused_forward_matches_host, 0, (int)(sizeof W16_SCHEMES / sizeof W16_SCHEMES[0]));
     tcase_add_test(tc, fused_forward_graph_capture);
+    tcase_add_test(tc, w4_pairs_exhaustive);
     tcase_add_test(tc, plan_refusals);
     tcase_add_test(tc, piece_refusals);
     tcase_add_test(tc, forward_refusals);

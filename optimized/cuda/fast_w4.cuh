@@ -1,0 +1,102 @@
+/* 4-bit weight codes to bf16 MMA operands (fast_gemm.cuh, QS_W4_INT /
+ * QS_W4_MX). Included by fast_gemm.cuh inside namespace fx.
+ *
+ * Two forms. The 64-row tiles dequantize a stage once per CTA into a shared
+ * bf16 row buffer (w4_decode: one code, f32). The decode tiles (one warp
+ * row, the weights streamed once) turn the codes into B fragments in
+ * registers (w4_pair_*): a dequantization through shared memory cost a
+ * store, a barrier and a reload per code and left the decode GEMMs at a
+ * quarter of the read bandwidth (NOTES.md, v10, v12).
+ *
+ * Register form, k order: a thread of an m16n8k16 MMA holds B at k
+ * (2q, 2q + 1) and (2q + 8, 2q + 9), q = lane % 4. It loads instead the 8
+ * bytes 8q .. 8q + 7 of its weight row's 32-byte k tile (codes 16q .. 16q
+ * + 15, two 32-bit words) and feeds MMA j (j = 0..3) the codes j, j + 4 of
+ * each word: one mask of the word shifted by 4j puts both in a bf16 pair
+ * (Marlin's int4 layout trick, without the offline reordering). Any k order
+ * is a correct dot product when A uses the same one, so A's fragment of MMA
+ * j takes the activations at those k: two 16-byte shared loads per row
+ * (k 16q .. 16q + 15) and a byte permute per register (w4_a_frag).
+ *
+ * Values. int4: 2^7 + (q ^ 8) - 136 in bf16 is q's two's complement value,
+ * exact; on the decode tiles the group scale (f32, per 128 along K) is
+ * applied to the f32 MMA sums of each group (acc += sum * s), not to each
+ * weight: the weights the tensor cores multiply are c exactly, not
+ * round_bf16(c * s) (gemm.h's WEIGHT_TO_ACT, which the 64-row tiles keep) —
+ * a BOUNDED difference of at most one bf16 rounding per weight, toward the
+ * exact product (NOTES.md, v12; the GPU test models both). e2m1: the sign and three magnitude bits placed in a bf16 (sign,
+ * exponent bits 1..0, mantissa bit 6) are the value times 2^-126 (exponent
+ * field 0 is e2m1's subnormal 0.5, a bf16 subnormal: bf16 arithmetic keeps
+ * subnormals); times 2^(S - 1) for the E8M0 scale S gives round_bf16(value
+ * * 2^(S - 127)), the reference's WEIGHT_TO_ACT value (the product is exact
+ * in f32, so both round once), in one bf16 multiply when S <= 128 (2^(S - 1)
+ * fits bf16) and in two (2^126, then 2^(S - 127)) above. */
+#ifndef MOE_OPTIMIZED_CUDA_FAST_W4_CUH
+#define MOE_OPTIMIZED_CUDA_FAST_W4_CUH
+
+/* The value of 4-bit code i of w (bits 4i .. 4i + 3), exactly
+ * moe_qc_decode's, in a few integer and f32 operations (the shared-memory
+ * form's inner loop: through the generic decode it cost six times the
+ * weights' memory time, NOTES.md v10): int4 (two's complement) as 2^23 +
+ * (q ^ 8) - (2^23 + 8); e2m1's three magnitude bits as an f32's low
+ * exponent bits and top mantissa bit, times 2^126 (exponent 0 is the
+ * subnormal 0.5), the sign bit moved to bit 31. */
+template <int QS> __device__ __forceinline__ float w4_decode(uint32_t w, int i)
+{
+    if (QS == QS_W4_INT)
+        return __uint_as_float(0x4B000000u | (((w ^ 0x88888888u) >> (4 * i)) & 0xFu)) - 8388616.0f;
+    const uint32_t c = w >> (4 * i);
+    return __uint_as_float(((c & 7u) << 22) | ((c & 8u) << 28)) * 0x1p126f;
+}
+
+__device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c)
+{
+    uint32_t d;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
+/* int4 codes j and j + 4 of w (j = 0..3) as a bf16 pair of their values */
+__device__ __forceinline__ uint32_t w4_pair_int(uint32_t w, int j)
+{
+    uint32_t x;
+    /* lop3 0x6A = b ? a ^ c : c: the two nibbles with bit 3 flipped (q ^ 8)
+     * under the exponent of 2^7 */
+    asm("lop3.b32 %0, %1, %2, %3, 0x6A;\n" : "=r"(x) : "r"(w >> (4 * j)), "r"(0x000F000Fu), "r"(0x43084308u));
+    return bf16x2_fma(x, 0x3F803F80u, 0xC308C308u); /* (128 + (q ^ 8)) * 1 - 136, exact */
+}
+
+/* the multipliers of an E8M0 scale code S for w4_pair_mx: f1 = 2^(S - 1)
+ * and f2 = 1 when S <= 128, else f1 = 2^126 and f2 = 2^(S - 127) (NaN for
+ * 255); bf16 pairs. Returns whether f2 is needed. */
+__device__ __forceinline__ bool w4_mx_factors(uint32_t S, uint32_t *f1, uint32_t *f2)
+{
+    const bool small = S <= 128u;
+    const uint32_t a = small ? (S + 126u) << 7 : 0x7E80u, b = small ? 0x3F80u : S == 255u ? 0x7FC0u : S << 7;
+    *f1 = a | (a << 16), *f2 = b | (b << 16);
+    return !small;
+}
+
+/* e2m1 codes j and j + 4 of w as a bf16 pair of round_bf16(value * 2^(S - 127));
+ * two: f2 applied (some lane of the warp has S > 128) */
+__device__ __forceinline__ uint32_t w4_pair_mx(uint32_t w, int j, uint32_t f1, uint32_t f2, bool two)
+{
+    const uint32_t t = w << (12 - 4 * j); /* the codes at bits 12..15 and 28..31: the signs in place */
+    const uint32_t v = (t & 0x80008000u) | ((t >> 6) & 0x01C001C0u);
+    const uint32_t r = bf16x2_fma(v, f1, 0x80008000u); /* + (-0): keeps -0 */
+    return two ? bf16x2_fma(r, f2, 0x80008000u) : r;
+}
+
+/* A's fragment of MMA j from a row pair's k 16q .. 16q + 15 (u[h][i]: the
+ * bf16 pair at k 16q + 2i, 16q + 2i + 1 of row g + 8h): k 16q + j and
+ * 16q + j + 4 (registers 0 and 1: rows g, g + 8), 16q + 8 + j and
+ * 16q + 12 + j (registers 2 and 3) */
+__device__ __forceinline__ void w4_a_frag(uint32_t *a, const uint32_t (*u)[8], int j)
+{
+    const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u; /* the high or low halves */
+    const int i = j >> 1;
+    a[0] = __byte_perm(u[0][i], u[0][i + 2], sel), a[1] = __byte_perm(u[1][i], u[1][i + 2], sel);
+    a[2] = __byte_perm(u[0][i + 4], u[0][i + 6], sel), a[3] = __byte_perm(u[1][i + 4], u[1][i + 6], sel);
+}
+
+#endif
