@@ -320,8 +320,8 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
 /* Decode tiles keep 6 / 8 stages of weights in flight (a CTA's k loop is
  * a chain of memory round trips: 4 stages left DeepSeek M = 16 at 90% of the
  * read bandwidth, 6 / 8 at 95%); 4-bit stages hold a quarter of the bytes,
- * so more of them, within 64 KB a CTA (three or four CTAs an SM hide the
- * dequantization's latency); a 64 x 256 wgmma tile for the middle range lost to the
+ * so more of them (48 KB a decode CTA since the codes go straight into
+ * fragments, v12; the 64-row 4-bit tiles add a 16 KB dequantized row buffer); a 64 x 256 wgmma tile for the middle range lost to the
  * 64 x 128 mma.sync one (NOTES.md, v5). */
 template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
 {

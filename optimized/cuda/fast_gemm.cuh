@@ -13,7 +13,8 @@
  * conflict-free for ldmatrix and exactly wgmma's 128-byte swizzle (K-major);
  * loads past K, past N and of pad rows are zero-filled by the copy engine
  * (src-size 0), so no k tile is special-cased. Math: mma.sync m16n8k16 with
- * ldmatrix fragments (16 and 64-row tiles), or wgmma m64nNk16 by warpgroups
+ * ldmatrix fragments (16 and 64-row tiles; 4-bit decode tiles build theirs
+ * from shared loads and byte permutes, fast_w4.cuh), or wgmma m64nNk16 by warpgroups
  * straight from shared memory (128-row tiles; one group kept in flight).
  * f32 accumulators either way (NOTES.md: versions, measurements).
  *
@@ -430,7 +431,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     float scv[C::NF][2], scw[C::NF][2];
     int so[C::NF][2];
     const int KG = K / 128;
-    const float *wsb = p.w_scale + (int64_t)e * p.N * KG;
+    const float *wsb = DEFER ? p.w_scale + (int64_t)e * p.N * KG : nullptr;
     if constexpr (DEFER) {
 #pragma unroll
         for (int mi = 0; mi < C::MF; mi++)
@@ -445,24 +446,26 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
             }
     }
     auto promote_w4 = [&](int grp) {
+        if constexpr (DEFER) {
 #pragma unroll
-        for (int mi = 0; mi < C::MF; mi++)
+            for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+                for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++)
+                        acc[mi][ni][q] = fmaf(dp[mi][ni][q], scv[ni][q & 1], acc[mi][ni][q]), dp[mi][ni][q] = 0.0f;
 #pragma unroll
             for (int ni = 0; ni < C::NF; ni++)
 #pragma unroll
-                for (int q = 0; q < 4; q++)
-                    acc[mi][ni][q] = fmaf(dp[mi][ni][q], scv[ni][q & 1], acc[mi][ni][q]), dp[mi][ni][q] = 0.0f;
-#pragma unroll
-        for (int ni = 0; ni < C::NF; ni++)
-#pragma unroll
-            for (int c = 0; c < 2; c++)
-                scv[ni][c] = scw[ni][c], scw[ni][c] = grp + 2 < KG ? __ldg(wsb + so[ni][c] + grp + 2) : 0.0f;
+                for (int c = 0; c < 2; c++)
+                    scv[ni][c] = scw[ni][c], scw[ni][c] = grp + 2 < KG ? __ldg(wsb + so[ni][c] + grp + 2) : 0.0f;
+        }
     };
     /* W4R e2m1: the E8M0 code of the thread's B row of each n8 fragment
      * (the 32-group of its 16 codes), loaded one k tile ahead */
     int mxo[C::NF];
     uint32_t mxc[C::NF];
-    const uint8_t *msb = (const uint8_t *)p.w_scale + (int64_t)e * p.N * (K / 32);
+    const uint8_t *msb = W4R && QS == QS_W4_MX ? (const uint8_t *)p.w_scale + (int64_t)e * p.N * (K / 32) : nullptr;
     if constexpr (W4R && QS == QS_W4_MX)
 #pragma unroll
         for (int ni = 0; ni < C::NF; ni++)
