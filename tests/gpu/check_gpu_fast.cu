@@ -761,6 +761,11 @@ START_TEST(plan_refusals)
     p.E = 8, p.act = moe_act_defaults(MOE_ACT_RELU2, MOE_LAYOUT_GATE_UP);
     ck_assert_int_eq(moe_cuda_fx_plan_make(&p, &plan), MOE_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "act"));
+    /* the 4-bit GEMMs index an expert's scales in int: 2I x H / 32 = 2^31 refused */
+    p.act = moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), p.scheme = MOE_SCHEME_MXFP4_W4A16;
+    p.H = 1 << 18, p.I = 1 << 17;
+    ck_assert_int_eq(moe_cuda_fx_plan_make(&p, &plan), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "scales an expert"));
 }
 END_TEST
 
