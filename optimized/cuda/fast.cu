@@ -1,9 +1,11 @@
 /* The fast experts path (fast.h): layout, gather, activation, combine and
  * the fused forward around the tensor-core GEMM of fast_gemm.cuh. */
+#include <stdlib.h>
 #include <string.h>
 #include "cuda_internal.h"
 #include "fast.h"
 #include "fast_gemm.cuh"
+#include "fast_ws.cuh"
 #include "reference/quant_core.h"
 #include "moe/status.h"
 
@@ -308,11 +310,22 @@ int cfg_ok(Kind k, int c)
     return 1;
 }
 
-/* one instantiation of the GEMM: its shared-memory limit and its launch */
+/* one instantiation of the GEMM: its shared-memory limit and its launch;
+ * the 128-row wgmma tiles also have the warp-specialized persistent form
+ * (fast_ws.cuh, NOTES.md v13), launched when the plan says persistent */
 template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> struct tile {
-    template <int EPI> static cudaError_t prepare() { return fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>(); }
-    template <int EPI> static cudaError_t launch(const fx::gemm_params &g, int max_blocks, int n_cols, cudaStream_t s)
+    static constexpr bool WS = WG && BM == 128;
+    template <int EPI> static cudaError_t prepare()
     {
+        cudaError_t ce = fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>();
+        if constexpr (WS)
+            if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ST, EPI, QS>();
+        return ce;
+    }
+    template <int EPI> static cudaError_t launch(const fx::gemm_params &g, int max_blocks, int n_cols, cudaStream_t s, bool ws)
+    {
+        if constexpr (WS)
+            if (ws) return fx::gemm_ws_launch<T, BM, BN, ST, EPI, QS>(g, max_blocks, n_cols, s, true);
         return fx::gemm_launch<T, BM, BN, WM, WN, ST, EPI, WG, QS>(g, max_blocks, n_cols, s, true);
     }
 };
@@ -368,6 +381,7 @@ struct fx_ws {
     uint8_t *xq, *hq; /* 8-bit schemes: quantized x [M, H] and h [cap, I] */
     float *sx, *sh;   /* their scales */
     float *amax;      /* fp8_wtensor_atensor: max |x|, max |h| */
+    int *tiles;       /* the persistent GEMMs' tile counters (GEMM1, GEMM2) */
 };
 
 /* x and h quantized to 8-bit codes in the forward */
@@ -418,7 +432,9 @@ size_t carve(const moe_cuda_fx_problem *p, int bm, void *ws, fx_ws *w)
         xq = take((size_t)p->M * p->H), sx = take((cx ? (size_t)p->M * cx : 1) * 4);
         hq = take(cap * p->I), sh = take((ch ? cap * ch : 1) * 4), amax = take(2 * 4);
     }
+    void *tiles = take(2 * 4);
     if (ws) {
+        w->tiles = (int *)tiles;
         w->h = h, w->y = y, w->acc = (float *)acc;
         w->xq = (uint8_t *)xq, w->hq = (uint8_t *)hq, w->sx = (float *)sx, w->sh = (float *)sh, w->amax = (float *)amax;
     }
@@ -527,6 +543,8 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     else if (avg <= 64 || kind == KIND_I8 || kind == KIND_W4 || kind == KIND_MX4) c1 = c2 = CFG_64x128;
     else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
+    const char *ws_env = getenv("MOE_FX_WS");
+    plan->persistent = plan->bm1 == 128 && !(ws_env && !strcmp(ws_env, "0"));
     /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
      * in one wave of two per SM (NOTES.md, v7): with more waves its waiting
      * CTAs would hold slots GEMM1 still needs */
@@ -543,7 +561,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     if ((kind == KIND_W4 || kind == KIND_MX4) && (int64_t)2 * p->I * p->H / 32 >= ((int64_t)1 << 31))
         return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: 2 I x H / 32 = %lld scales an expert over 2^31",
                         (long long)2 * p->I * p->H / 32);
-    plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR);
+    plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR) + plan->persistent;
     plan->workspace = carve(p, bm, NULL, NULL);
     /* raise the shared-memory limit of the kernels this plan launches */
     cudaError_t ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
@@ -589,6 +607,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (q8) moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &as);
     if (p->atomic) MOE_CU(cudaMemsetAsync(w.acc, 0, (size_t)p->M * p->H * 4, S(stream)));
     if (tensor) MOE_CU(cudaMemsetAsync(w.amax, 0, 2 * 4, S(stream)));
+    if (plan->persistent) MOE_CU(cudaMemsetAsync(w.tiles, 0, 2 * 4, S(stream)));
     cudaError_t ce;
     if (tensor) {
         const int64_t n = (int64_t)p->M * p->H;
@@ -612,6 +631,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (q8) g1.a_scale = w.sx, scale_geom(p, 2 * p->I, p->H, &g1);
     if (scaled) g1.w_scale = a->w1_scale;
     if (tensor) g1.amax_out = w.amax + 1;
+    g1.tile_next = w.tiles;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
      * kernel before each (NOTES.md, v7): their launch latency hides under
      * the previous kernel, and GEMM2 streams its first weight tiles while
@@ -619,8 +639,9 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
      * next kernel start early */
     g1.pdl_trigger = plan->trigger_early;
     const int M = p->M, I = p->I, H = p->H;
+    const bool ws = plan->persistent != 0;
     cudaStream_t s = S(stream);
-    ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s); });
+    ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
     if (q8) { /* h per padded row, rows of the used blocks only */
         ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, 256, s, true, (const __nv_bfloat16 *)w.h, I,
@@ -630,12 +651,12 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     }
     fx::gemm_params g2 = g1;
     g2.a = q8 ? (const void *)w.hq : w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = H, g2.K = I, g2.I = 0;
-    g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1, g2.amax_out = NULL;
+    g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1, g2.amax_out = NULL, g2.tile_next = w.tiles + 1;
     if (q8) g2.a_scale = w.sh, scale_geom(p, H, I, &g2);
     if (scaled) g2.w_scale = a->w2_scale;
     if (p->atomic) {
         g2.acc_out = w.acc; /* zeroed before the align */
-        ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WATOMIC>(g2, plan->max_blocks, H, s); });
+        ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WATOMIC>(g2, plan->max_blocks, H, s, ws); });
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
         const int64_t n = (int64_t)M * H;
         ce = launch_ex(convert_kernel<__nv_bfloat16>, grid_for(n, 256), 256, s, true, (const float *)w.acc, n,
@@ -643,7 +664,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx convert_kernel");
     }
     g2.out = w.y;
-    ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WSTORE>(g2, plan->max_blocks, H, s); });
+    ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WSTORE>(g2, plan->max_blocks, H, s, ws); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
     return combine(w.y, &w.L, NULL, M, p->topk, H, MOE_BF16, a->out, stream, true);
 }

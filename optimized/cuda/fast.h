@@ -86,6 +86,11 @@ typedef struct {
     int max_blocks;         /* grid rows launched (an upper bound of the padded blocks) */
     int launches;           /* kernels per forward */
     int trigger_early;      /* GEMM1 lets GEMM2's CTAs start before it ends (programmatic dependent launch) */
+    int persistent;         /* the 128-row wgmma tiles run warp-specialized and persistent (fast_ws.cuh: one CTA
+                             * an SM taking tiles from a counter the forward zeroes with a memset); 0: one CTA a
+                             * tile (gemm_kernel, the form before; same results bit for bit). plan_make sets it
+                             * for 128-row plans unless MOE_FX_WS=0 is in the environment; a caller may clear it
+                             * (the side-by-side check and timing) */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 

@@ -15,7 +15,9 @@
  * (src-size 0), so no k tile is special-cased. Math: mma.sync m16n8k16 with
  * ldmatrix fragments (16 and 64-row tiles; 4-bit decode tiles build theirs
  * from shared loads and byte permutes, fast_w4.cuh), or wgmma m64nNk16 by warpgroups
- * straight from shared memory (128-row tiles; one group kept in flight).
+ * straight from shared memory (128-row tiles; one group kept in flight; the
+ * fused path runs these warp-specialized and persistent, fast_ws.cuh, with
+ * this file's epilogue and promotion).
  * f32 accumulators either way (NOTES.md: versions, measurements).
  *
  * Epilogues (Epi):
@@ -83,6 +85,7 @@ struct gemm_params {
     float *amax_out;             /* GATED: max |h| over the real rows (f32 bits, atomicMax), or NULL */
     int max_blocks, n_tiles, group; /* the grid (set by gemm_launch) */
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
+    int *tile_next;              /* gemm_ws_kernel: the grid's tile counter, zero at its launch (fast_ws.cuh) */
 };
 
 template <class T> struct tc;
@@ -205,7 +208,7 @@ template <class T, int BN> __device__ __forceinline__ void wgmma_tile(float *d, 
  * dequantize them into one shared 128-byte row buffer of BN rows before the
  * MMAs, decode tiles of one warp row straight into fragments, fast_w4.cuh) */
 template <int BM, int BN, int WM, int WN, int STAGES, bool WG = false, int BROW = 128> struct cfg {
-    static constexpr int NT = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MF = WTM / 16, NF = WTN / 8;
+    static constexpr int TBM = BM, TBN = BN, NT = WM * WN * 32, WTM = BM / WM, WTN = BN / WN, MF = WTM / 16, NF = WTN / 8;
     static constexpr int CPR = BROW / 16; /* 16-byte chunks per B row per stage */
     static constexpr int A_PER = BM * 8 / NT, B_PER = BN * CPR / NT; /* 16-byte chunks per thread per stage */
     static constexpr int STAGE_BYTES = BM * 128 + BN * BROW;
@@ -226,6 +229,158 @@ enum { QS_EPILOGUE = 0, QS_KTILE = 1, QS_W4_INT = 2, QS_W4_MX = 3 };
 template <int QS> struct brow_of { static constexpr int v = QS >= QS_W4_INT ? 32 : 128; };
 
 #include "fast_w4.cuh"
+
+/* the scale row of padded row r (times as_rs) and the weight scale index
+ * of weight row n of expert e (gemm_params' scale geometry) */
+__device__ __forceinline__ int a_sidx(const gemm_params &p, int r)
+{
+    const int s = p.sorted[r];
+    return (p.a_gather ? (s >= 0 ? s / p.a_div : 0) : r) * p.as_rs;
+}
+__device__ __forceinline__ int w_sidx(const gemm_params &p, int e, int n) { return e * p.ws_e + (n >> p.ws_sh) * p.ws_n; }
+
+/* the weight row behind row j of the B tile (GATED interleaves 8 gate
+ * and 8 up rows), clamped into [0, N) for scale reads past the edge */
+template <int EPI, int BN> __device__ __forceinline__ int b_row(const gemm_params &p, int nt, int j)
+{
+    if (EPI == EPI_GATED) {
+        const int col = min(nt * (BN / 2) + (j >> 4) * 8 + (j & 7), p.I - 1);
+        return (j & 8) ? p.I + col : col;
+    }
+    return min(nt * BN + j, p.N - 1);
+}
+
+/* k-tile promotion: acc += part (QS_KTILE: times the k tile's scales, in
+ * the order gemm.h writes: acc + (t * a_scale) * w_scale), f32; the scale
+ * offsets of the thread's rows and of its n8 fragments' weight rows */
+template <class C, int EPI, int QS> struct ktile_promote {
+    int sa_i[C::MF][2], sw_i[C::NF];
+    __device__ __forceinline__ void init(const gemm_params &p, int row0, int nt, int e, int wm, int wn, int lane)
+    {
+        if constexpr (QS == QS_KTILE) {
+#pragma unroll
+            for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) sa_i[mi][h] = a_sidx(p, row0 + wm * C::WTM + mi * 16 + (lane >> 2) + h * 8);
+#pragma unroll
+            for (int ni = 0; ni < C::NF; ni++) sw_i[ni] = w_sidx(p, e, b_row<EPI, C::TBN>(p, nt, wn * C::WTN + ni * 8));
+        }
+    }
+    __device__ __forceinline__ void add(const gemm_params &p, float (&acc)[C::MF][C::NF][4], const float *part, int kt) const
+    {
+        float sav[C::MF][2], swv[C::NF];
+        if constexpr (QS == QS_KTILE) {
+#pragma unroll
+            for (int mi = 0; mi < C::MF; mi++) sav[mi][0] = p.a_scale[sa_i[mi][0] + kt], sav[mi][1] = p.a_scale[sa_i[mi][1] + kt];
+#pragma unroll
+            for (int ni = 0; ni < C::NF; ni++) swv[ni] = p.w_scale[sw_i[ni] + kt];
+        }
+#pragma unroll
+        for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+            for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float t = part[(mi * C::NF + ni) * 4 + q];
+                    if constexpr (QS == QS_KTILE) acc[mi][ni][q] = acc[mi][ni][q] + (t * sav[mi][q >> 1]) * swv[ni];
+                    else acc[mi][ni][q] = acc[mi][ni][q] + t;
+                }
+    }
+};
+
+/* The epilogue of a BM x BN tile (the Epi list at the top): warp (wm, wn)
+ * of a WM x WN grid holds acc[MF][NF][4] in mma.sync's fragment layout
+ * (a wgmma warpgroup's m64 accumulator is the same layout, warp by warp) */
+template <class T, class C, int EPI, int QS>
+__device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::MF][C::NF][4], int row0, int nt, int e,
+                                         int wm, int wn, int lane)
+{
+    typedef typename tc<T>::out_t TO;
+    const int g = lane >> 2, t2 = (lane & 3) * 2;
+    /* epilogue scales (QS = 0): acc * a_scale(row) * w_scale(e, n), f32, in that order */
+    const bool esc = QS == QS_EPILOGUE && p.w_scale;
+    float hmax = 0.0f; /* GATED with amax_out: max |h| this thread stored on real rows */
+#pragma unroll
+    for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8;
+            const int slot = p.sorted[r];
+            if (EPI != EPI_GATED && slot < 0) continue; /* pad row: nothing to store */
+            const float sa = esc && p.a_scale ? p.a_scale[a_sidx(p, r)] : 1.0f;
+            if (EPI == EPI_GATED) {
+                TO *hrow = (TO *)p.out + (int64_t)r * p.I;
+                /* the activation fixed at compile time: silu(g) * u written out,
+                 * swigluoai through moe_act_gated with the act field set to a
+                 * constant (folds its switch), so 64 independent evaluations a
+                 * thread interleave as straight code: through the run-time
+                 * switch the epilogue ran at 0.1 IPC and took 80% of GEMM1
+                 * (NOTES.md, v4; silu through the folded switch measured 25%
+                 * slower than written out, v5); the reference's element
+                 * expressions either way (act_core.h) */
+                auto store = [&](auto kind) {
+                    moe_act_params a = p.act;
+                    if (decltype(kind)::value >= 0) a.act = (moe_act)decltype(kind)::value;
+                    constexpr bool silu = decltype(kind)::value == MOE_ACT_SILU;
+#pragma unroll
+                    for (int q = 0; q < C::NF / 2; q++) {
+                        const int col = nt * (C::TBN / 2) + ((wn * C::WTN) / 16 + q) * 8 + t2;
+                        if (col >= p.I) continue;
+                        TO v2[2];
+#pragma unroll
+                        for (int c = 0; c < 2; c++) {
+                            float ga = tc<T>::acc(acc[mi][2 * q][h * 2 + c]), ua = tc<T>::acc(acc[mi][2 * q + 1][h * 2 + c]);
+                            if (esc) ga = (ga * sa) * p.w_scale[w_sidx(p, e, col + c)], ua = (ua * sa) * p.w_scale[w_sidx(p, e, p.I + col + c)];
+                            const float g = tc<TO>::f32(tc<TO>::rnd(ga)), u = tc<TO>::f32(tc<TO>::rnd(ua));
+                            v2[c] = tc<TO>::rnd(silu ? moe_siluf(g) * u : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
+                            if (slot >= 0) hmax = fmaxf(hmax, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
+                        }
+                        /* I % 8 == 0: col + 1 < I, 4-byte aligned */
+                        *(uint32_t *)(hrow + col) = (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
+                    }
+                };
+                if (p.act.act == MOE_ACT_SILU && !p.act.round_act_to_storage) store(std::integral_constant<int, MOE_ACT_SILU>());
+                else if (p.act.act == MOE_ACT_SWIGLUOAI) store(std::integral_constant<int, MOE_ACT_SWIGLUOAI>());
+                else store(std::integral_constant<int, -1>());
+            } else {
+                const float wgt = EPI == EPI_STORE ? 1.0f : p.topk_w[slot];
+#pragma unroll
+                for (int ni = 0; ni < C::NF; ni++) {
+                    const int n = nt * C::TBN + wn * C::WTN + ni * 8 + t2;
+                    if (EPI == EPI_WSTORE && !(p.N & 1) && n + 1 < p.N) { /* one 4-byte store for the pair */
+                        const float v0 = tc<T>::acc(acc[mi][ni][h * 2]), v1 = tc<T>::acc(acc[mi][ni][h * 2 + 1]);
+                        const float u0 = esc ? (v0 * sa) * p.w_scale[w_sidx(p, e, n)] : v0, u1 = esc ? (v1 * sa) * p.w_scale[w_sidx(p, e, n + 1)] : v1;
+                        TO v2[2] = {tc<TO>::rnd(u0 * wgt), tc<TO>::rnd(u1 * wgt)};
+                        *(uint32_t *)((TO *)p.out + (int64_t)r * p.N + n) =
+                            (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
+                        continue;
+                    }
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        if (n + c >= p.N) continue;
+                        float v = tc<T>::acc(acc[mi][ni][h * 2 + c]);
+                        if (esc) v = (v * sa) * p.w_scale[w_sidx(p, e, n + c)];
+                        if (EPI == EPI_STORE) {
+                            if (p.bias) v = v + p.bias[(int64_t)e * p.N + n + c];
+                            const int64_t o = (int64_t)slot * p.N + n + c;
+                            if (p.out_dtype == MOE_F32) ((float *)p.out)[o] = v;
+                            else ((TO *)p.out)[o] = tc<TO>::rnd(v);
+                        } else if (EPI == EPI_WSTORE) {
+                            ((TO *)p.out)[(int64_t)r * p.N + n + c] = tc<TO>::rnd(v * wgt);
+                        } else {
+                            atomicAdd(p.acc_out + (int64_t)(slot / p.topk) * p.N + n + c, v * wgt);
+                        }
+                    }
+                }
+            }
+        }
+    if (EPI == EPI_GATED && p.amax_out) { /* |h| >= 0: f32 order is u32 order */
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) hmax = fmaxf(hmax, __shfl_xor_sync(0xffffffffu, hmax, o));
+        if (lane == 0 && hmax > 0.0f) atomicMax((unsigned *)p.amax_out, __float_as_uint(hmax));
+    }
+}
+
 
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG, int QS = 0>
 __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
@@ -272,20 +427,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
     if (WG) sbase = (sbase + 1023) & ~1023u;
 
-    /* the weight row behind row j of the B tile (GATED interleaves 8 gate
-     * and 8 up rows), clamped into [0, N) for scale reads past the edge */
-    auto n_of_j = [&](int j) {
-        if (EPI == EPI_GATED) {
-            const int col = min(nt * (BN / 2) + (j >> 4) * 8 + (j & 7), p.I - 1);
-            return (j & 8) ? p.I + col : col;
-        }
-        return min(nt * BN + j, p.N - 1);
-    };
-    auto a_sidx = [&](int r) { /* scale row of padded row r, times as_rs */
-        const int s = p.sorted[r];
-        return (p.a_gather ? (s >= 0 ? s / p.a_div : 0) : r) * p.as_rs;
-    };
-    auto w_sidx = [&](int n) { return e * p.ws_e + (n >> p.ws_sh) * p.ws_n; };
+    auto n_of_j = [&](int j) { return b_row<EPI, BN>(p, nt, j); };
 
     /* each thread copies chunk ck of a fixed set of rows: pointers at k = 0 */
     const T *arow[C::A_PER];
@@ -391,38 +533,9 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 #pragma unroll
         for (int j = 0; j < C::NF; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
 
-    /* k-tile scales (QS): the scale offsets of this thread's rows and of
-     * the weight rows of its n8 fragments */
-    int sa_i[C::MF][2], sw_i[C::NF];
-    if constexpr (QS == QS_KTILE) {
-#pragma unroll
-        for (int mi = 0; mi < C::MF; mi++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) sa_i[mi][h] = a_sidx(row0 + wm * C::WTM + mi * 16 + g + h * 8);
-#pragma unroll
-        for (int ni = 0; ni < C::NF; ni++) sw_i[ni] = w_sidx(n_of_j(wn * C::WTN + ni * 8));
-    }
-    /* acc += part (times the k tile's scales with QS), f32, in the order
-     * gemm.h writes: acc + (t * a_scale) * w_scale */
-    auto promote = [&](float *part, int kt) {
-        float sav[C::MF][2], swv[C::NF];
-        if constexpr (QS == QS_KTILE) {
-#pragma unroll
-            for (int mi = 0; mi < C::MF; mi++) sav[mi][0] = p.a_scale[sa_i[mi][0] + kt], sav[mi][1] = p.a_scale[sa_i[mi][1] + kt];
-#pragma unroll
-            for (int ni = 0; ni < C::NF; ni++) swv[ni] = p.w_scale[sw_i[ni] + kt];
-        }
-#pragma unroll
-        for (int mi = 0; mi < C::MF; mi++)
-#pragma unroll
-            for (int ni = 0; ni < C::NF; ni++)
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const float t = part[(mi * C::NF + ni) * 4 + q];
-                    if constexpr (QS == QS_KTILE) acc[mi][ni][q] = acc[mi][ni][q] + (t * sav[mi][q >> 1]) * swv[ni];
-                    else acc[mi][ni][q] = acc[mi][ni][q] + t;
-                }
-    };
+    ktile_promote<C, EPI, QS> kp;
+    kp.init(p, row0, nt, e, wm, wn, lane);
+    auto promote = [&](const float *part, int kt) { kp.add(p, acc, part, kt); };
 
     /* DEFER (int4): the MMAs of a 128-group sum into dp; acc += dp * s with
      * s the f32 scale of the thread's accumulator columns (2 per n8
@@ -615,80 +728,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     cp_async_wait<0>();
     if (WG && !PROMO) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 
-    /* epilogue scales (QS = 0): acc * a_scale(row) * w_scale(e, n), f32, in that order */
-    const bool esc = QS == QS_EPILOGUE && p.w_scale;
-    float hmax = 0.0f; /* GATED with amax_out: max |h| this thread stored on real rows */
-#pragma unroll
-    for (int mi = 0; mi < C::MF; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8;
-            const int slot = p.sorted[r];
-            if (EPI != EPI_GATED && slot < 0) continue; /* pad row: nothing to store */
-            const float sa = esc && p.a_scale ? p.a_scale[a_sidx(r)] : 1.0f;
-            if (EPI == EPI_GATED) {
-                TO *hrow = (TO *)p.out + (int64_t)r * p.I;
-                /* the activation fixed at compile time: silu(g) * u written out,
-                 * swigluoai through moe_act_gated with the act field set to a
-                 * constant (folds its switch), so 64 independent evaluations a
-                 * thread interleave as straight code: through the run-time
-                 * switch the epilogue ran at 0.1 IPC and took 80% of GEMM1
-                 * (NOTES.md, v4; silu through the folded switch measured 25%
-                 * slower than written out, v5); the reference's element
-                 * expressions either way (act_core.h) */
-                auto store = [&](auto kind) {
-                    moe_act_params a = p.act;
-                    if (decltype(kind)::value >= 0) a.act = (moe_act)decltype(kind)::value;
-                    constexpr bool silu = decltype(kind)::value == MOE_ACT_SILU;
-#pragma unroll
-                    for (int q = 0; q < C::NF / 2; q++) {
-                        const int col = nt * (BN / 2) + ((wn * C::WTN) / 16 + q) * 8 + t2;
-                        if (col >= p.I) continue;
-                        TO v2[2];
-#pragma unroll
-                        for (int c = 0; c < 2; c++) {
-                            float ga = tc<T>::acc(acc[mi][2 * q][h * 2 + c]), ua = tc<T>::acc(acc[mi][2 * q + 1][h * 2 + c]);
-                            if (esc) ga = (ga * sa) * p.w_scale[w_sidx(col + c)], ua = (ua * sa) * p.w_scale[w_sidx(p.I + col + c)];
-                            const float g = tc<TO>::f32(tc<TO>::rnd(ga)), u = tc<TO>::f32(tc<TO>::rnd(ua));
-                            v2[c] = tc<TO>::rnd(silu ? moe_siluf(g) * u : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
-                            if (slot >= 0) hmax = fmaxf(hmax, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
-                        }
-                        /* I % 8 == 0: col + 1 < I, 4-byte aligned */
-                        *(uint32_t *)(hrow + col) = (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
-                    }
-                };
-                if (p.act.act == MOE_ACT_SILU && !p.act.round_act_to_storage) store(std::integral_constant<int, MOE_ACT_SILU>());
-                else if (p.act.act == MOE_ACT_SWIGLUOAI) store(std::integral_constant<int, MOE_ACT_SWIGLUOAI>());
-                else store(std::integral_constant<int, -1>());
-            } else {
-                const float wgt = EPI == EPI_STORE ? 1.0f : p.topk_w[slot];
-#pragma unroll
-                for (int ni = 0; ni < C::NF; ni++) {
-                    const int n = nt * BN + wn * C::WTN + ni * 8 + t2;
-#pragma unroll
-                    for (int c = 0; c < 2; c++) {
-                        if (n + c >= p.N) continue;
-                        float v = tc<T>::acc(acc[mi][ni][h * 2 + c]);
-                        if (esc) v = (v * sa) * p.w_scale[w_sidx(n + c)];
-                        if (EPI == EPI_STORE) {
-                            if (p.bias) v = v + p.bias[(int64_t)e * p.N + n + c];
-                            const int64_t o = (int64_t)slot * p.N + n + c;
-                            if (p.out_dtype == MOE_F32) ((float *)p.out)[o] = v;
-                            else ((TO *)p.out)[o] = tc<TO>::rnd(v);
-                        } else if (EPI == EPI_WSTORE) {
-                            ((TO *)p.out)[(int64_t)r * p.N + n + c] = tc<TO>::rnd(v * wgt);
-                        } else {
-                            atomicAdd(p.acc_out + (int64_t)(slot / p.topk) * p.N + n + c, v * wgt);
-                        }
-                    }
-                }
-            }
-        }
-    if (EPI == EPI_GATED && p.amax_out) { /* |h| >= 0: f32 order is u32 order */
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) hmax = fmaxf(hmax, __shfl_xor_sync(0xffffffffu, hmax, o));
-        if (lane == 0 && hmax > 0.0f) atomicMax((unsigned *)p.amax_out, __float_as_uint(hmax));
-    }
+    epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, wm, wn, lane);
 }
 
 /* the dynamic shared-memory limit of one instantiation (above 48 KB needs the attribute) */

@@ -692,6 +692,64 @@ START_TEST(fused_q8_matches_host)
 }
 END_TEST
 
+/* The warp-specialized persistent form of the 128-row tiles (fast_ws.cuh)
+ * against the one-CTA-a-tile form (plan.persistent = 0): the same
+ * per-k-tile wgmma sums and the same epilogue, so the same bits. The case
+ * gives each persistent CTA several tiles of both GEMMs (about 96 row
+ * blocks x 5 or 10 N tiles on 132 SMs; k tiles 20 / 10, not multiples of
+ * the 4 / 6 stages, so the ring's phases wrap mid-tile, and the tile ring
+ * of two entries is reused), pad rows in most row blocks, and both
+ * activations. The atomic variant's sums have no
+ * fixed order; the fused tests above check it against the host. */
+static const moe_scheme WS_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHEME_FP8_WTENSOR_ATENSOR,
+                                        MOE_SCHEME_FP8_WBLOCK128_AGROUP128};
+
+static void same_bits(const char *name, const moe_cuda_fx_plan *plan, uint16_t *ws, uint16_t *one, size_t n)
+{
+    size_t bad = 0, nonfinite = 0;
+    for (size_t i = 0; i < n; i++) bad += ws[i] != one[i], nonfinite += !isfinite(moe_bf16_to_f32(ws[i]));
+    ck_assert_msg(nonfinite == 0, "%s persistent: %zu outputs not finite (unwritten?)", name, nonfinite);
+    ck_assert_msg(bad == 0, "%s: persistent and one-CTA-a-tile forwards differ at %zu of %zu outputs", name, bad, n);
+    printf("persistent %s: plan bm %d bn %d/%d, %zu outputs bit-identical to one CTA a tile\n", name, plan->bm1,
+           plan->bn1, plan->bn2, n);
+    free(ws), free(one);
+}
+
+START_TEST(persistent_matches_one_cta)
+{
+    const moe_scheme sc = WS_SCHEMES[_i];
+    /* small mode (sanitizers): one case of 64 row blocks, still about 2 to 4
+     * tiles a CTA of each GEMM */
+    const fcase cases[] = {{6000, 8, 2, 1280, 640, MOE_ACT_SILU, 128}, {3000, 8, 2, 1280, 640, MOE_ACT_SWIGLUOAI, 128}};
+    const fcase small = {4000, 4, 2, 512, 512, MOE_ACT_SILU, 128};
+    for (size_t ci = 0; ci < (gpu_small() ? 1 : 2); ci++) {
+        const fcase *c = gpu_small() ? &small : &cases[ci]; /* no host forward */
+        const size_t n = (size_t)c->M * c->H;
+        const int by_env = getenv("MOE_FX_WS") != NULL; /* MOE_FX_WS=0 clears the plan's default */
+        uint16_t *o_ws, *o_one;
+        moe_cuda_fx_plan plan;
+        if (sc == MOE_SCHEME_BF16) {
+            fprob f;
+            fprob_make(c, 700 + ci, 0, &f);
+            ck_assert_int_eq(f.plan.persistent, !by_env || f.plan.persistent);
+            f.plan.persistent = 1, o_ws = run_forward(&f);
+            f.plan.persistent = 0, plan = f.plan;
+            o_one = run_forward(&f);
+            fprob_free(&f);
+        } else {
+            q8prob f;
+            q8prob_make(c, sc, 700 + ci, 0, &f);
+            ck_assert_int_eq(f.plan.persistent, !by_env || f.plan.persistent);
+            f.plan.persistent = 1, o_ws = q8_run(&f);
+            f.plan.persistent = 0, plan = f.plan;
+            o_one = q8_run(&f);
+            q8prob_free(&f);
+        }
+        same_bits(moe_scheme_name(sc), &plan, o_ws, o_one, n);
+    }
+}
+END_TEST
+
 START_TEST(forward_refusals)
 {
     /* a forward without its pieces, or with a plan that plan_make did not make */
@@ -784,6 +842,9 @@ static void add_tests(Suite *s)
     tcase_add_test(tc, piece_refusals);
     tcase_add_test(tc, forward_refusals);
     tcase_add_loop_test(tc, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
+    /* its own case: CK_RUN_CASE=persistent runs it alone (no host forward, seconds) */
+    TCase *tw = gpu_tcase(s, "persistent", 600);
+    tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
 }
 
 int main(void) { return gpu_test_main("check_gpu_fast", "gpu_fast", add_tests); }

@@ -1,0 +1,253 @@
+/* The warp-specialized persistent form of the 128-row wgmma tiles (bf16
+ * 128 x 256; e4m3 128 x 128 with promotion), NOTES.md v13.
+ *
+ * Why: the profile of the one-CTA-a-tile kernel (gemm_kernel) on
+ * DeepSeek-V3 M = 16384 showed the tensor pipe busy 64% (bf16 GEMM1), 50%
+ * (bf16 GEMM2), 39% / 25% (e4m3): every CTA fills its pipeline from cold,
+ * both warpgroups step together through a CTA barrier every k tile, and
+ * the e4m3 tile idles the tensor cores while it promotes. Short-K GEMMs
+ * (GEMM2, 16 e4m3 k tiles on DeepSeek-V3) pay the fill on every tile.
+ *
+ * Form (CUTLASS's "cooperative" kernel, with cp.async instead of TMA since
+ * A rows are gathered through the layout): one CTA an SM takes (row block,
+ * N tile) tiles in the grouped order of gemm_kernel from a counter in
+ * global memory (zeroed before the launch; the tile count is read on the
+ * device) until it runs past the count. The last warpgroup is the
+ * producer: one thread takes the next tile and passes it to the others
+ * and to the consumers through a two-entry ring in shared memory (its own
+ * mbarriers); the warpgroup copies A (gathered) and B k tiles into a
+ * STAGES-deep ring with cp.async, each thread's copies completing on the
+ * stage's `full` mbarrier (cp.async.mbarrier.arrive.noinc: the producer
+ * never waits for its own copies, only for a free stage), and runs ahead
+ * into the next tile while the consumers finish the current one (no cold
+ * fill after the first tile). The BM / 64 consumer warpgroups wait on
+ * `full`, fence the stage into the async proxy (the copies wrote through
+ * the generic one), run the wgmmas, and each warp arrives on `empty` once
+ * its wgmmas that read the stage are complete; no CTA-wide barrier in the
+ * loop, so one warpgroup's promotion overlaps
+ * the other's wgmma. Registers: 168 a thread for all three warpgroups
+ * (384 threads, one CTA an SM); the consumers fit in them (ptxas: bf16
+ * 156-160 registers, no spills; e4m3 168, the block-scale GEMM1 spilling
+ * 36 bytes). setmaxnreg 40 / 232 made ptxas spill 180-570 bytes a thread
+ * instead, so it is not used. The epilogue is gemm_kernel's
+ * (fx::epilogue): same rounding points, same results bit for bit. */
+#ifndef MOE_OPTIMIZED_CUDA_FAST_WS_CUH
+#define MOE_OPTIMIZED_CUDA_FAST_WS_CUH
+
+#include "fast_gemm.cuh"
+
+namespace fx {
+
+__device__ __forceinline__ void mbar_init(uint32_t a, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t a)
+{
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(a) : "memory");
+}
+/* wait for the completion of the phase with parity ph (a fresh barrier
+ * counts its phase before 0, parity 1, as complete) */
+__device__ __forceinline__ void mbar_wait(uint32_t a, int ph)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+                     : "=r"(done)
+                     : "r"(a), "r"(ph)
+                     : "memory");
+    } while (!done);
+}
+
+template <int BM, int BN, int STAGES> struct ws_cfg {
+    static constexpr int NCW = BM / 16;          /* consumer warps, 16 rows each */
+    static constexpr int NT = NCW * 32 + 128;    /* + the producer warpgroup */
+    static constexpr int STAGE_BYTES = BM * 128 + BN * 128;
+    static constexpr int SMEM = STAGES * STAGE_BYTES + 1024;
+    static_assert(BM % 64 == 0 && (BN == 128 || BN == 256) && STAGES >= 3, "ws tiles: warpgroups of 64 rows");
+};
+
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t a)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(a) : "memory");
+}
+
+template <class T, int BM, int BN, int STAGES, int EPI, int QS>
+__global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1) gemm_ws_kernel(const gemm_params p)
+{
+    typedef ws_cfg<BM, BN, STAGES> W;
+    typedef cfg<BM, BN, W::NCW, 1, STAGES, true> C; /* the consumers' fragment layout (epilogue) */
+    constexpr bool PROMO = std::is_same<T, __nv_fp8_e4m3>::value;
+    static_assert(sizeof(T) == 2 || PROMO, "ws tiles: bf16 / f16 or e4m3");
+    static_assert(QS == QS_EPILOGUE || (QS == QS_KTILE && PROMO), "ws tiles: epilogue or k-tile scales");
+    extern __shared__ __align__(128) unsigned char smem[];
+    /* full[s], empty[s] of the stage ring; tfull[2], tempty[2] of the tile ring */
+    __shared__ __align__(8) uint64_t bars[2 * STAGES + 4];
+    __shared__ int tiles[2];
+    const uint32_t sbase = ((uint32_t)__cvta_generic_to_shared(smem) + 1023) & ~1023u;
+    const uint32_t full0 = (uint32_t)__cvta_generic_to_shared(bars), empty0 = full0 + 8 * STAGES;
+    const uint32_t tfull0 = empty0 + 8 * STAGES, tempty0 = tfull0 + 16;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 128), mbar_init(empty0 + 8 * s, W::NCW);
+        for (int s = 0; s < 2; s++) mbar_init(tfull0 + 8 * s, 1), mbar_init(tempty0 + 8 * s, W::NCW);
+    }
+    __syncthreads();
+    /* the layout (align) and, for GEMM2, h are complete (programmatic
+     * dependent launch; returns at once without it) */
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int nb = *p.num_blocks, total = nb * p.n_tiles, per_group = p.group * p.n_tiles;
+    auto tile_of = [&](int t, int &blk, int &nt) {
+        const int first = t / per_group * p.group, gsize = min(nb - first, p.group), in = t % per_group;
+        blk = first + in % gsize, nt = in / gsize;
+    };
+    constexpr int EPC = 16 / (int)sizeof(T), KTILE = 8 * EPC;
+    const int K = p.K, KT = (K + KTILE - 1) / KTILE;
+
+    if (warp >= W::NCW) { /* producer warpgroup */
+        const int pt = tid - W::NCW * 32, ck = pt & 7, r8 = pt >> 3; /* chunk ck of rows r8 + 16 i */
+        int it = 0;
+        for (int tn = 0;; tn++) { /* the CTA's tn-th tile */
+            /* the next tile in the grouped order, from the grid's counter:
+             * tiles start in order as SMs free up, as the hardware hands out
+             * CTAs, so the row blocks that share a weight tile read it
+             * together (a static stride let CTAs drift apart: L2 hit rate
+             * 58% -> 26% on DeepSeek-V3's GEMM1, NOTES.md v13) */
+            const int slot = tn & 1;
+            if (pt == 0) {
+                mbar_wait(tempty0 + 8 * slot, ((tn >> 1) & 1) ^ 1);
+                tiles[slot] = atomicAdd(p.tile_next, 1);
+                mbar_arrive(tfull0 + 8 * slot);
+            }
+            asm volatile("bar.sync 1, 128;\n" ::: "memory"); /* the producer warpgroup */
+            const int t = *(volatile int *)&tiles[slot];
+            if (t >= total) break;
+            int blk, nt;
+            tile_of(t, blk, nt);
+            const int e = p.block_expert[blk], row0 = blk * BM;
+            int asrc[BM / 16]; /* A row behind tile row r8 + 16 i, or -1 (pad) */
+#pragma unroll
+            for (int i = 0; i < BM / 16; i++) {
+                const int r = row0 + r8 + 16 * i, s = p.sorted[r];
+                asrc[i] = s < 0 ? -1 : p.a_gather ? s / p.a_div : r;
+            }
+            for (int kt = 0; kt < KT; kt++, it++) {
+                const int s = it % STAGES;
+                mbar_wait(empty0 + 8 * s, ((it / STAGES) & 1) ^ 1);
+                const uint32_t sa = sbase + s * W::STAGE_BYTES, sb = sa + BM * 128;
+                const int k0 = kt * KTILE + ck * EPC;
+                const bool kin = k0 < K;
+#pragma unroll
+                for (int i = 0; i < BM / 16; i++)
+                    cp_async16(sa + swz(r8 + 16 * i, ck), (const T *)p.a + (int64_t)max(asrc[i], 0) * K + (kin ? k0 : 0),
+                               asrc[i] >= 0 && kin);
+#pragma unroll
+                for (int i = 0; i < BN / 16; i++) {
+                    const int j = r8 + 16 * i;
+                    int n;
+                    bool ok;
+                    if (EPI == EPI_GATED) {
+                        const int col = nt * (BN / 2) + (j >> 4) * 8 + (j & 7);
+                        ok = col < p.I, n = (j & 8) ? p.I + col : col;
+                    } else {
+                        n = nt * BN + j, ok = n < p.N;
+                    }
+                    cp_async16(sb + swz(j, ck), (const T *)p.w + ((int64_t)e * p.N + (ok ? n : 0)) * K + (kin ? k0 : 0),
+                               ok && kin);
+                }
+                /* full[s] completes when these copies (and the other 127
+                 * threads') have landed; the producer does not wait */
+                cp_async_arrive_noinc(full0 + 8 * s);
+            }
+        }
+        cp_async_wait<0>();
+    } else { /* consumer warpgroups: warp cw owns tile rows 16 cw .. 16 cw + 15 */
+        const int cw = warp;
+        int it = 0;
+        for (int tn = 0;; tn++) {
+            const int slot = tn & 1;
+            mbar_wait(tfull0 + 8 * slot, (tn >> 1) & 1);
+            const int t = *(volatile int *)&tiles[slot];
+            __syncwarp();
+            if (lane == 0) mbar_arrive(tempty0 + 8 * slot);
+            if (t >= total) break;
+            int blk, nt;
+            tile_of(t, blk, nt);
+            const int e = p.block_expert[blk], row0 = blk * BM;
+            float acc[1][C::NF][4];
+#pragma unroll
+            for (int q = 0; q < C::NF; q++) acc[0][q][0] = acc[0][q][1] = acc[0][q][2] = acc[0][q][3] = 0.0f;
+            ktile_promote<C, EPI, QS> kp;
+            kp.init(p, row0, nt, e, cw, 0, lane);
+            for (int kt = 0; kt < KT; kt++, it++) {
+                const int s = it % STAGES;
+                mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
+                /* the copies wrote through the generic proxy, the wgmmas read
+                 * through the async proxy: the fence, after the acquire */
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                const uint32_t sa = sbase + s * W::STAGE_BYTES, sb = sa + BM * 128;
+                const uint64_t da = smem_desc(sa + (cw / 4) * 64 * 128), db = smem_desc(sb);
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                if constexpr (PROMO) {
+                    /* the k tile's e4m3 sums, waited for, the stage released,
+                     * then added in f32 (gemm_kernel's promotion) */
+                    float part[C::NF * 4];
+#pragma unroll
+                    for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(part, da + 2 * kk, db + 2 * kk, kk > 0);
+                    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+                    kp.add(p, acc, part, kt);
+                } else {
+#pragma unroll
+                    for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(&acc[0][0][0], da + 2 * kk, db + 2 * kk);
+                    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                    /* one group in flight: the previous k tile's wgmmas are done, its stage is free */
+                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                    if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
+                }
+            }
+            if constexpr (!PROMO) {
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                if (KT > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
+            }
+            epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, cw, 0, lane);
+        }
+    }
+}
+
+template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0> cudaError_t gemm_ws_prepare()
+{
+    return cudaFuncSetAttribute(gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                ws_cfg<BM, BN, STAGES>::SMEM);
+}
+
+/* one CTA an SM (at most the tile count's upper bound); pdl: launched as
+ * a programmatic dependent of the kernel before it */
+template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0>
+cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s, bool pdl)
+{
+    if (!p.tile_next) return cudaErrorInvalidValue; /* the tile counter is the schedule */
+    static int sms = 0; /* the device's SM count, read once (a plain attribute query: graph-capture safe) */
+    if (!sms) {
+        int dev = 0;
+        cudaError_t ce = cudaGetDevice(&dev);
+        if (ce == cudaSuccess) ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (ce != cudaSuccess) return ce;
+    }
+    const int per_tile = EPI == EPI_GATED ? BN / 2 : BN;
+    gemm_params q = p;
+    q.max_blocks = max_blocks, q.n_tiles = (n_cols + per_tile - 1) / per_tile, q.group = 8;
+    const int64_t tiles = (int64_t)max_blocks * q.n_tiles;
+    cudaLaunchConfig_t lc = {};
+    lc.gridDim = dim3((unsigned)(tiles < sms ? tiles : sms)), lc.blockDim = dim3(ws_cfg<BM, BN, STAGES>::NT);
+    lc.dynamicSmemBytes = ws_cfg<BM, BN, STAGES>::SMEM, lc.stream = s;
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
+    lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&lc, gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS>, q);
+}
+
+} // namespace fx
+
+#endif
