@@ -160,7 +160,8 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1) gemm_ws_kernel(
                 cp_async_arrive_noinc(full0 + 8 * s);
             }
         }
-        cp_async_wait<0>();
+        /* no wait here: every copy issued belongs to a stage the consumers
+         * wait on (full) before the CTA can finish */
     } else { /* consumer warpgroups: warp cw owns tile rows 16 cw .. 16 cw + 15 */
         const int cw = warp;
         int it = 0;
