@@ -128,24 +128,19 @@ static float round_to(moe_dtype d, float x)
     return y;
 }
 
-moe_status moe_gemm_bound(const moe_gemm_args *g, const moe_tensor *ref_out, double *bound)
+/* A = sum_k |x_k| (widened, see bounds.h) and the underflow term per
+ * element of g's output [P, N]; rows of no expert get 0 and 0 */
+moe_status moe_gemm_abs_sums(const moe_gemm_args *g, double *Aout, double *uout)
 {
     shape_info si;
     moe_status s = check(g, &si);
     if (s) return s;
-    if ((s = moe_tensor_expect_host(ref_out, "ref_out", ref_out ? ref_out->dtype : MOE_F32, 2))) return s;
-    moe_dtype od = ref_out->dtype;
-    if (od != MOE_F32 && od != MOE_BF16 && od != MOE_F16)
-        return moe_fail(MOE_ERR_DTYPE, "ref_out: dtype %s, expected f32, bf16 or f16", moe_dtype_get(od)->name);
     int64_t P = si.P, K = si.K, N = si.N, E = si.E;
-    if (ref_out->shape[0] != P || ref_out->shape[1] != N)
-        return moe_fail(MOE_ERR_SHAPE, "ref_out: shape [%lld, %lld], expected [P, N] = [%lld, %lld]",
-                        (long long)ref_out->shape[0], (long long)ref_out->shape[1], (long long)P, (long long)N);
-    if (!bound && P * N > 0) return moe_fail(MOE_ERR_NULL, "bound: must not be NULL");
+    if ((!Aout || !uout) && P * N > 0) return moe_fail(MOE_ERR_NULL, "gemm abs sums: A and under must not be NULL");
     int64_t m, nodes;
     counts_of(g, &si, &m, &nodes);
-    const double gam = moe_gamma_f32(m), widen = 1.0 + (double)(K + 4) * 0x1p-52, under = ldexp((double)nodes, -148);
-    for (int64_t i = 0; i < P * N; i++) bound[i] = 0.0; /* rows of no expert: exact zeros */
+    const double widen = 1.0 + (double)(K + 4) * 0x1p-52, under = ldexp((double)nodes, -148);
+    for (int64_t i = 0; i < P * N; i++) Aout[i] = 0.0, uout[i] = 0.0; /* rows of no expert: exact zeros */
     if (P == 0 || N == 0) return MOE_OK;
 
     float *a = malloc(sizeof(float) * (size_t)(P * K + 1)), *w = malloc(sizeof(float) * (size_t)(N * K + 1));
@@ -178,7 +173,6 @@ moe_status moe_gemm_bound(const moe_gemm_args *g, const moe_tensor *ref_out, dou
         }
         const float *sa = block ? g->a_scale->data : NULL;
         const float *sw = block ? (const float *)g->w_scale->data + e * si.nt * si.kt : NULL;
-        const float *bias = g->bias ? (const float *)g->bias->data + e * N : NULL;
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < nrows; r++) {
             int64_t p = rows[r];
@@ -197,20 +191,53 @@ moe_status moe_gemm_bound(const moe_gemm_args *g, const moe_tensor *ref_out, dou
                 } else {
                     for (int64_t k = 0; k < K; k++) A += fabs((double)ap[k] * wn[k]);
                 }
-                double b = bias ? fabs((double)bias[n]) : 0.0;
-                double D = 2.0 * gam * (A * widen) + 2.0 * U_F32 * b + un;
-                double ref = moe_tensor_value_at(ref_out, p * N + n);
-                double bd;
-                if (!isfinite(ref) || !isfinite(D)) bd = INFINITY;
-                else if (od == MOE_F32) bd = D;
-                else {
-                    double hr = moe_half_ulp(od, ref);
-                    bd = D + hr + moe_half_ulp(od, fabs(ref) + hr + D);
-                }
-                bound[p * N + n] = bd;
+                Aout[p * N + n] = A * widen, uout[p * N + n] = un;
             }
         }
     }
     free(a), free(w), free(rows);
     return s;
+}
+
+moe_status moe_gemm_bound(const moe_gemm_args *g, const moe_tensor *ref_out, double *bound)
+{
+    shape_info si;
+    moe_status s = check(g, &si);
+    if (s) return s;
+    if ((s = moe_tensor_expect_host(ref_out, "ref_out", ref_out ? ref_out->dtype : MOE_F32, 2))) return s;
+    moe_dtype od = ref_out->dtype;
+    if (od != MOE_F32 && od != MOE_BF16 && od != MOE_F16)
+        return moe_fail(MOE_ERR_DTYPE, "ref_out: dtype %s, expected f32, bf16 or f16", moe_dtype_get(od)->name);
+    int64_t P = si.P, N = si.N;
+    if (ref_out->shape[0] != P || ref_out->shape[1] != N)
+        return moe_fail(MOE_ERR_SHAPE, "ref_out: shape [%lld, %lld], expected [P, N] = [%lld, %lld]",
+                        (long long)ref_out->shape[0], (long long)ref_out->shape[1], (long long)P, (long long)N);
+    if (!bound && P * N > 0) return moe_fail(MOE_ERR_NULL, "bound: must not be NULL");
+    if (P == 0 || N == 0) return MOE_OK;
+    int64_t m, nodes;
+    counts_of(g, &si, &m, &nodes);
+    const double gam = moe_gamma_f32(m);
+    double *un = malloc(sizeof(double) * (size_t)(P * N));
+    if (!un) return moe_fail(MOE_ERR_NOMEM, "gemm bound: underflow terms");
+    if ((s = moe_gemm_abs_sums(g, bound, un))) return free(un), s;
+    const int32_t *re = g->row_expert->data;
+    for (int64_t p = 0; p < P; p++) {
+        if (re[p] < 0) continue; /* rows of no expert: exact zeros, bound 0 */
+        for (int64_t n = 0; n < N; n++) {
+            int64_t i = p * N + n;
+            double b = g->bias ? fabs((double)((const float *)g->bias->data)[re[p] * N + n]) : 0.0;
+            double D = 2.0 * gam * bound[i] + 2.0 * U_F32 * b + un[i];
+            double ref = moe_tensor_value_at(ref_out, i);
+            double bd;
+            if (!isfinite(ref) || !isfinite(D)) bd = INFINITY;
+            else if (od == MOE_F32) bd = D;
+            else {
+                double hr = moe_half_ulp(od, ref);
+                bd = D + hr + moe_half_ulp(od, fabs(ref) + hr + D);
+            }
+            bound[i] = bd;
+        }
+    }
+    free(un);
+    return MOE_OK;
 }

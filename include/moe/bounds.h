@@ -97,6 +97,13 @@ moe_status moe_gemm_bound_counts(const moe_gemm_args *g, int64_t *m, int64_t *no
  * message naming the argument, as moe_ref_grouped_gemm would. */
 moe_status moe_gemm_bound(const moe_gemm_args *g, const moe_tensor *ref_out, double *bound);
 
+/* The pieces of that bound per output element p * N + n: A (sum |x_k| over
+ * the scheme's terms, widened to stay an upper bound) and the underflow
+ * term (2^-148 * nodes, BLOCK_TILES-weighted); rows with row_expert -1: 0.
+ * For derivations whose second computation has other counts (the fused
+ * path's judge, include/moe/fused_judge.h). A and under hold P * N. */
+moe_status moe_gemm_abs_sums(const moe_gemm_args *g, double *A, double *under);
+
 #ifdef __cplusplus
 }
 #endif

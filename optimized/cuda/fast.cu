@@ -668,3 +668,62 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
     return combine(w.y, &w.L, NULL, M, p->topk, H, MOE_BF16, a->out, stream, true);
 }
+
+/* ---- the intermediates and the accumulation model, for the judge ---------- */
+
+static int piece_of(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, moe_cuda_fx_piece w, const fx_ws *ws,
+                    const void **src, size_t *bytes)
+{
+    const size_t cap = (size_t)moe_cuda_fx_layout_cap(p->M, p->topk, p->E, plan->bm1), q8 = is_q8(p);
+    const size_t cx = q8 ? act_scale_cols(p, p->H) : 0, ch = q8 ? act_scale_cols(p, p->I) : 0;
+    const void *s = NULL;
+    size_t b = 0;
+    switch (w) {
+    case MOE_FX_ROWS: b = (size_t)p->M * p->topk * 4, s = ws ? ws->L.row_of_slot : NULL; break;
+    case MOE_FX_H: b = cap * p->I * 2, s = ws ? ws->h : NULL; break;
+    case MOE_FX_XQ: b = q8 ? (size_t)p->M * p->H : 0, s = ws ? ws->xq : NULL; break;
+    case MOE_FX_SX: b = q8 ? (cx ? (size_t)p->M * cx : 1) * 4 : 0, s = ws ? ws->sx : NULL; break;
+    case MOE_FX_HQ: b = q8 ? cap * p->I : 0, s = ws ? ws->hq : NULL; break;
+    case MOE_FX_SH: b = q8 ? (ch ? cap * ch : 1) * 4 : 0, s = ws ? ws->sh : NULL; break;
+    case MOE_FX_Y: b = p->atomic ? 0 : cap * p->H * 2, s = ws ? ws->y : NULL; break;
+    default: return 0;
+    }
+    if (src) *src = s;
+    *bytes = b;
+    return 1;
+}
+
+extern "C" size_t moe_cuda_fx_piece_bytes(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, moe_cuda_fx_piece w)
+{
+    size_t b = 0;
+    return p && plan && piece_of(p, plan, w, NULL, NULL, &b) ? b : 0;
+}
+
+extern "C" moe_status moe_cuda_fx_fetch(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, const void *workspace,
+                                        moe_cuda_fx_piece w, void *host, size_t bytes)
+{
+    if (!p || !plan || !workspace || !host)
+        return moe_fail(MOE_ERR_NULL, "fx_fetch: problem, plan, workspace and host must not be NULL");
+    fx_ws ws;
+    carve(p, plan->bm1, (void *)workspace, &ws);
+    const void *src = NULL;
+    size_t b = 0;
+    if (!piece_of(p, plan, w, &ws, &src, &b)) return moe_fail(MOE_ERR_INVALID_ARG, "fx_fetch: piece %d unknown", (int)w);
+    if (!b || bytes != b)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_fetch: piece %d has %zu bytes for this problem, %zu asked", (int)w, b, bytes);
+    MOE_CU(cudaMemcpy(host, src, b, cudaMemcpyDeviceToHost));
+    return MOE_OK;
+}
+
+extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan)
+{
+    moe_fused_model m = {16, 24, 0, 0, 0.0};
+    const Kind k = kind_of(p->scheme);
+    if (k == KIND_I8) m.exact = 1;
+    if (k == KIND_FP8 || k == KIND_FP8_BLOCK) {
+        m.k_step = 32;
+        if (plan->bm1 >= 64) m.acc_bits = 14, m.promote_k = 128; /* the e4m3 wgmma tiles (64x128W, 128x128) */
+    }
+    if (k == KIND_W4) m.dev = 0x1p-8; /* int4 decode tiles: c * s unrounded against round_bf16(c * s) */
+    return m;
+}

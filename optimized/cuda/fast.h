@@ -47,6 +47,7 @@
 #include <stdint.h>
 #include "moe/act.h"
 #include "moe/dtype.h"
+#include "moe/fused_judge.h"
 #include "moe/quant.h"
 #include "moe/status.h"
 
@@ -54,19 +55,20 @@
 extern "C" {
 #endif
 
-typedef struct {
-    int M, E, topk, H, I;   /* tokens, experts, top-k, hidden, intermediate (per expert) */
-    moe_scheme scheme;      /* MOE_SCHEME_BF16; an 8-bit one (x stays bf16, quantized in the forward; w1 / w2 e4m3
-                             * or int8 codes with the scheme's weight scales); W4A16_G128 or MXFP4_W4A16 (x bf16,
-                             * w1 / w2 4-bit codes, two a byte, low nibble first); others MOE_ERR_UNSUPPORTED.
-                             * fp8_wtensor_atensor's dynamic scales cover all rows of x and all real rows of h
-                             * (moe_forward's MOE_QDOM_ALL_ROWS for a1 and a2, vLLM's Triton fused_moe; the
-                             * reference forward's default a2 domain is per expert). W4A16_G128 on decode plans
-                             * (bm 16) applies each 128-group's scale to the f32 sums of its codes, not
-                             * WEIGHT_TO_ACT's round_bf16(c * s) per weight (fast_w4.cuh; BOUNDED) */
-    moe_act_params act;     /* a gated activation, layout GATE_UP (w1 rows: I gate rows, then I up rows) */
-    int atomic;             /* 0: deterministic combine, 1: atomic f32 combine */
-} moe_cuda_fx_problem;
+/* The problem (include/moe/fused_judge.h's moe_fused_problem: M, E, topk,
+ * H, I, scheme, act, atomic). scheme: MOE_SCHEME_BF16; an 8-bit one (x
+ * stays bf16, quantized in the forward; w1 / w2 e4m3 or int8 codes with
+ * the scheme's weight scales); W4A16_G128 or MXFP4_W4A16 (x bf16, w1 / w2
+ * 4-bit codes, two a byte, low nibble first); others MOE_ERR_UNSUPPORTED.
+ * fp8_wtensor_atensor's dynamic scales cover all rows of x and all real
+ * rows of h (moe_forward's MOE_QDOM_ALL_ROWS for a1 and a2, vLLM's Triton
+ * fused_moe; the reference forward's default a2 domain is per expert).
+ * W4A16_G128 on decode plans (bm 16) applies each 128-group's scale to the
+ * f32 sums of its codes, not WEIGHT_TO_ACT's round_bf16(c * s) per weight
+ * (fast_w4.cuh; BOUNDED). act: a gated activation, layout GATE_UP (w1
+ * rows: I gate rows, then I up rows). atomic: 0 deterministic combine, 1
+ * atomic f32 combine. */
+typedef moe_fused_problem moe_cuda_fx_problem;
 
 typedef struct {
     const void *x;          /* [M, H] bf16 */
@@ -107,6 +109,29 @@ moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan 
  * synchronization: capturable in a CUDA graph. */
 moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, const moe_cuda_fx_args *a,
                                void *workspace, void *stream);
+
+/* The forward's intermediates, for judging it stage by stage
+ * (include/moe/fused_judge.h): the slots' padded rows (int32 [M * topk]),
+ * h (bf16 [cap, I], cap = moe_cuda_fx_layout_cap(M, topk, E, plan.bm1)),
+ * for 8-bit schemes x's codes [M, H] and scales and h's codes [cap, I]
+ * and scales (f32: one per row, per 128-group, or one), and for the
+ * deterministic combine y (bf16 [cap, H], the weighted slot rows). */
+typedef enum {
+    MOE_FX_ROWS = 0, MOE_FX_H, MOE_FX_XQ, MOE_FX_SX, MOE_FX_HQ, MOE_FX_SH, MOE_FX_Y, MOE_FX_PIECES
+} moe_cuda_fx_piece;
+
+/* bytes of a piece in the workspace of (p, plan); 0 when the problem has none */
+size_t moe_cuda_fx_piece_bytes(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, moe_cuda_fx_piece w);
+/* copies a piece to host memory of `bytes` (= piece_bytes) after the
+ * forward on the default stream; synchronous */
+moe_status moe_cuda_fx_fetch(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, const void *workspace,
+                             moe_cuda_fx_piece w, void *host, size_t bytes);
+/* The tensor-core accumulation of the plan's tiles, as the judge models
+ * it (fused_judge.h): mma.sync bf16 / e4m3 steps keep an f32-wide aligned
+ * sum (measured on H200: acc_probe in NOTES.md), e4m3 wgmma steps 14 bits
+ * (e8m13, truncated) and promote every 128 k, int8 is exact, int4 on decode
+ * tiles scales the group sums (dev 2^-8 from WEIGHT_TO_ACT's rounding). */
+moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan);
 
 /* The pieces, for pipelines built around other GEMMs (moe-bench's cuBLAS
  * peer) and for the tests. A layout for M * topk slots over E experts

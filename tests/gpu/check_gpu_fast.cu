@@ -692,6 +692,234 @@ START_TEST(fused_q8_matches_host)
 }
 END_TEST
 
+/* ---- the judge's tensor-core model, instruction by instruction ------------------ */
+
+/* D = C + A B for one m16n8k16 bf16 or m16n8k32 e4m3 mma.sync (row-major
+ * A [16][k], B [k][8] as n-major columns, C / D [16][8]); fragment
+ * layouts of the PTX ISA's mma.m16n8k16 / m16n8k32 */
+template <bool E4> __global__ void mma_probe_kernel(const uint8_t *A, const uint8_t *B, const float *C, float *D)
+{
+    const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+    uint32_t a[4], b[2];
+    float c[4], d[4];
+    for (int r = 0; r < 4; r++) {
+        const int row = g + ((r & 1) ? 8 : 0);
+        uint32_t v = 0;
+        if (E4) {
+            const int col = t * 4 + ((r & 2) ? 16 : 0);
+            for (int i = 0; i < 4; i++) v |= (uint32_t)A[row * 32 + col + i] << (8 * i);
+        } else {
+            const uint16_t *A2 = (const uint16_t *)A;
+            const int col = t * 2 + ((r & 2) ? 8 : 0);
+            v = A2[row * 16 + col] | ((uint32_t)A2[row * 16 + col + 1] << 16);
+        }
+        a[r] = v;
+    }
+    for (int r = 0; r < 2; r++) {
+        uint32_t v = 0;
+        if (E4) {
+            for (int i = 0; i < 4; i++) v |= (uint32_t)B[g * 32 + t * 4 + i + 16 * r] << (8 * i);
+        } else {
+            const uint16_t *B2 = (const uint16_t *)B;
+            const int k = t * 2 + 8 * r;
+            v = B2[g * 16 + k] | ((uint32_t)B2[g * 16 + k + 1] << 16);
+        }
+        b[r] = v;
+    }
+    c[0] = C[g * 8 + t * 2], c[1] = C[g * 8 + t * 2 + 1], c[2] = C[(g + 8) * 8 + t * 2], c[3] = C[(g + 8) * 8 + t * 2 + 1];
+    if (E4)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%11,%12,%13};\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+                       "f"(c[3]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%10,%11,%12,%13};\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+                       "f"(c[3]));
+    D[g * 8 + t * 2] = d[0], D[g * 8 + t * 2 + 1] = d[1], D[(g + 8) * 8 + t * 2] = d[2], D[(g + 8) * 8 + t * 2 + 1] = d[3];
+}
+
+/* The judge's model of a tensor-core step (fused_judge.h: |D - exact| <=
+ * (2^-23 + (k + 1) 2^-24) (|C| + sum |a b|) for the mma.sync paths) on
+ * 128 x 64 dot products per type: random signs, magnitudes over 2^24 (the
+ * alignment truncates), and a C of 2^m over them (products below C's
+ * last bits). The exact sum in double (error below 2^-50 of the absolute
+ * sum). Also reported: the largest error as a share of that bound. */
+START_TEST(mma_steps_within_model)
+{
+    for (int e4 = 0; e4 < 2; e4++) {
+        const int k = e4 ? 32 : 16, eb = e4 ? 1 : 2;
+        uint8_t *dA, *dB;
+        float *dC, *dD;
+        ck_assert_int_eq(cudaMalloc(&dA, 16 * 32 * 2), cudaSuccess);
+        ck_assert_int_eq(cudaMalloc(&dB, 8 * 32 * 2), cudaSuccess);
+        ck_assert_int_eq(cudaMalloc(&dC, 128 * 4), cudaSuccess);
+        ck_assert_int_eq(cudaMalloc(&dD, 128 * 4), cudaSuccess);
+        double worst = 0.0;
+        int64_t n = 0, lost = 0;
+        for (int rep = 0; rep < 64; rep++) {
+            uint8_t A[16 * 32 * 2], B[8 * 32 * 2];
+            float Af[16 * 32], Bf[8 * 32], C[128], D[128];
+            for (int i = 0; i < 16 * k + 8 * k; i++) {
+                const uint32_t r = moe_rng_u32(900 + e4, (uint64_t)rep, (uint64_t)i);
+                /* a significand and an exponent spread over 12 binades (e4m3: its normal range) */
+                float v = ldexpf(1.0f + (float)(r & 0xFF) / 256.0f, (int)((r >> 8) % 13) - (e4 ? 6 : 6));
+                if (r >> 31) v = -v;
+                uint32_t c = 0;
+                moe_encode(e4 ? MOE_E4M3 : MOE_BF16, v, MOE_POLICY_IEEE_RNE, &c, NULL);
+                float dv;
+                moe_decode(e4 ? MOE_E4M3 : MOE_BF16, c, &dv);
+                if (i < 16 * k) {
+                    Af[i] = dv;
+                    if (e4) A[i] = (uint8_t)c;
+                    else ((uint16_t *)A)[i] = (uint16_t)c;
+                } else {
+                    Bf[i - 16 * k] = dv;
+                    if (e4) B[i - 16 * k] = (uint8_t)c;
+                    else ((uint16_t *)B)[i - 16 * k] = (uint16_t)c;
+                }
+            }
+            for (int i = 0; i < 128; i++) {
+                const uint32_t r = moe_rng_u32(950 + e4, (uint64_t)rep, (uint64_t)i);
+                C[i] = rep % 2 ? 0.0f : ldexpf((r & 1) ? -1.0f : 1.0f, (int)((r >> 1) % 24)) * (1.0f + (float)((r >> 8) & 0xFFF) / 4096.0f);
+            }
+            ck_assert_int_eq(cudaMemcpy(dA, A, (size_t)16 * k * eb, cudaMemcpyHostToDevice), cudaSuccess);
+            ck_assert_int_eq(cudaMemcpy(dB, B, (size_t)8 * k * eb, cudaMemcpyHostToDevice), cudaSuccess);
+            ck_assert_int_eq(cudaMemcpy(dC, C, sizeof C, cudaMemcpyHostToDevice), cudaSuccess);
+            if (e4) mma_probe_kernel<true><<<1, 32>>>(dA, dB, dC, dD);
+            else mma_probe_kernel<false><<<1, 32>>>(dA, dB, dC, dD);
+            ck_assert_int_eq(cudaMemcpy(D, dD, sizeof D, cudaMemcpyDeviceToHost), cudaSuccess);
+            for (int row = 0; row < 16; row++)
+                for (int col = 0; col < 8; col++) {
+                    double ex = C[row * 8 + col], S = fabs(ex);
+                    for (int q = 0; q < k; q++) {
+                        const double pr = (double)Af[row * k + q] * Bf[col * k + q];
+                        ex += pr, S += fabs(pr);
+                    }
+                    const double bound = (0x1p-23 + (k + 1) * 0x1p-24) * S + 0x1p-50 * S, err = fabs(D[row * 8 + col] - ex);
+                    n++;
+                    if (err > 0x1p-24 * fabs(ex)) lost++;
+                    if (err / bound > worst) worst = err / bound;
+                    ck_assert_msg(err <= bound, "%s rep %d (%d, %d): |%.9g - %.17g| = %.3g over the model's %.3g",
+                                  e4 ? "e4m3" : "bf16", rep, row, col, D[row * 8 + col], ex, err, bound);
+                }
+        }
+        printf("mma.sync %s: %lld dot products, %lld beyond an f32 rounding of the exact sum, largest error %.3g of the "
+               "model's bound\n", e4 ? "e4m3 m16n8k32" : "bf16 m16n8k16", (long long)n, (long long)lost, worst);
+        cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dD);
+    }
+}
+END_TEST
+
+/* ---- stage by stage: the forward's intermediates against the judge ------------ */
+
+/* The forward just run (workspace ws, output dout) judged stage by stage
+ * (include/moe/fused_judge.h) with the plan's accumulation model: every
+ * stage within its class, shares printed */
+static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan,
+                          const void *ws, const void *dout, const moe_fused_inputs *in)
+{
+    const int64_t cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, plan->bm1);
+    void *host[MOE_FX_PIECES] = {0};
+    for (int w = 0; w < MOE_FX_PIECES; w++) {
+        const size_t b = moe_cuda_fx_piece_bytes(p, plan, (moe_cuda_fx_piece)w);
+        if (!b) continue;
+        host[w] = malloc(b);
+        ck_assert_msg(moe_cuda_fx_fetch(p, plan, ws, (moe_cuda_fx_piece)w, host[w], b) == MOE_OK, "%s", moe_last_error());
+    }
+    moe_quant_spec as;
+    ck_assert_int_eq(moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &as), MOE_OK);
+    const moe_device hd = {MOE_DEVICE_HOST, 0};
+    moe_tensor h, xq, sx, hq, sh, y, out = gpu_hnew(MOE_BF16, 2, p->M, p->H);
+    const int64_t shh[2] = {cap, p->I}, shy[2] = {cap, p->H}, shx[2] = {p->M, p->H};
+    ck_assert_int_eq(cudaMemcpy(out.data, dout, out.nbytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(moe_tensor_wrap(&h, MOE_BF16, 2, shh, host[MOE_FX_H], (size_t)cap * p->I * 2, hd),
+                     MOE_OK);
+    moe_fused_trace tr;
+    memset(&tr, 0, sizeof tr);
+    tr.cap = (int)cap, tr.row_of_slot = (const int32_t *)host[MOE_FX_ROWS], tr.h = &h, tr.out = &out;
+    if (host[MOE_FX_Y]) {
+        ck_assert_int_eq(moe_tensor_wrap(&y, MOE_BF16, 2, shy, host[MOE_FX_Y], (size_t)cap * p->H * 2, hd),
+                         MOE_OK);
+        tr.y = &y;
+    }
+    if (host[MOE_FX_XQ]) { /* the scales in moe_ref_quantize's shapes */
+        moe_quant_dims dx, dh;
+        ck_assert_int_eq(moe_quant_shapes(&as, 2, shx, &dx), MOE_OK);
+        ck_assert_int_eq(moe_quant_shapes(&as, 2, shh, &dh), MOE_OK);
+        ck_assert_int_eq(moe_tensor_wrap(&xq, as.elem, 2, shx, host[MOE_FX_XQ], (size_t)p->M * p->H, hd),
+                         MOE_OK);
+        ck_assert_int_eq(moe_tensor_wrap(&hq, as.elem, 2, shh, host[MOE_FX_HQ], (size_t)cap * p->I, hd),
+                         MOE_OK);
+        ck_assert_int_eq(moe_tensor_wrap(&sx, MOE_F32, dx.scale_ndim, dx.scale_shape, host[MOE_FX_SX],
+                                         moe_cuda_fx_piece_bytes(p, plan, MOE_FX_SX), hd), MOE_OK);
+        ck_assert_int_eq(moe_tensor_wrap(&sh, MOE_F32, dh.scale_ndim, dh.scale_shape, host[MOE_FX_SH],
+                                         moe_cuda_fx_piece_bytes(p, plan, MOE_FX_SH), hd), MOE_OK);
+        tr.xq = &xq, tr.sx = &sx, tr.hq = &hq, tr.sh = &sh;
+    }
+    const moe_fused_model m = moe_cuda_fx_model(p, plan);
+    moe_fused_verdict v;
+    ck_assert_msg(moe_fused_judge(p, &m, in, &tr, &v) == MOE_OK, "%s", moe_last_error());
+    printf("stagewise %s case %zu M%d E%d k%d H%d I%d %s bm %d (model k%d acc %d promote %d%s):", name, ci, p->M, p->E,
+           p->topk, p->H, p->I, p->atomic ? "atomic" : "det", plan->bm1, m.k_step, m.acc_bits, m.promote_k,
+           m.exact ? " exact" : "");
+    for (int i = 0; i < v.n; i++)
+        printf(" %s %lld/%lld share %.3g%s", v.st[i].stage + 6, (long long)v.st[i].failures, (long long)v.st[i].n,
+               v.st[i].share, i + 1 < v.n ? "," : "\n");
+    for (int i = 0; i < v.n; i++)
+        ck_assert_msg(!v.st[i].failures, "%s case %zu: %s: %lld of %lld elements wrong, first: %s", name, ci, v.st[i].stage,
+                      (long long)v.st[i].failures, (long long)v.st[i].n, v.st[i].where);
+    ck_assert(v.pass);
+    for (int w = 0; w < MOE_FX_PIECES; w++) free(host[w]);
+    gpu_hfree(1, &out);
+}
+
+START_TEST(fused_stagewise_within_bounds)
+{
+    const int nw = (int)(sizeof W16_SCHEMES / sizeof W16_SCHEMES[0]);
+    for (int atomic = 0; atomic < 2; atomic++) {
+        if (_i < nw) { /* bf16 and the 4-bit schemes on the bf16 cases */
+            const moe_scheme sc = W16_SCHEMES[_i];
+            const int kmult = sc == MOE_SCHEME_W4A16_G128 ? 128 : sc == MOE_SCHEME_MXFP4_W4A16 ? 64 : 8;
+            for (size_t ci = 0; ci < sizeof FCASES / sizeof FCASES[0]; ci++) {
+                /* refused sizes (fused_forward_matches_host checks the refusal); the 4-bit reference
+                 * GEMMs dequantize per call, so their judge takes the cases up to 2^26 M k H I */
+                const fcase *c = &FCASES[ci];
+                if (c->H % kmult || c->I % kmult || skip_small(sc, ci, c)) continue;
+                if (sc != MOE_SCHEME_BF16 && (int64_t)c->M * c->k * c->H * c->I > ((int64_t)1 << 26)) continue;
+                fprob f;
+                fprob_make_sc(&FCASES[ci], sc, 700 + ci, atomic, &f);
+                free(run_forward(&f));
+                const int bf = sc == MOE_SCHEME_BF16;
+                moe_fused_inputs in = {&f.x, &f.ids, &f.w, bf ? &f.w1 : &f.q1, bf ? NULL : &f.s1, bf ? &f.w2 : &f.q2,
+                                       bf ? NULL : &f.s2};
+                judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
+                fprob_free(&f);
+            }
+            continue;
+        }
+        static const fcase cases[] = { /* decode, 64-row and 128-row tiles (fused_q8_matches_host's) */
+            {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},          {40, 16, 4, 512, 256, MOE_ACT_SILU, 16},
+            {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},  {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
+            {600, 8, 2, 512, 256, MOE_ACT_SILU, 0},          {400, 4, 2, 2048, 512, MOE_ACT_SWIGLUOAI, 0},
+        };
+        const moe_scheme sc = Q8_SCHEMES[_i - nw];
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            if (skip_small(sc, ci, &cases[ci])) continue;
+            q8prob f;
+            q8prob_make(&cases[ci], sc, 800 + ci, atomic, &f);
+            free(q8_run(&f));
+            moe_fused_inputs in = {&f.x, &f.ids, &f.w, &f.w1q, &f.w1s, &f.w2q, &f.w2s};
+            judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
+            q8prob_free(&f);
+        }
+    }
+}
+END_TEST
+
 /* The warp-specialized persistent form of the 128-row tiles (fast_ws.cuh)
  * against the one-CTA-a-tile form (plan.persistent = 0): the same
  * per-k-tile wgmma sums and the same epilogue, so the same bits. The case
@@ -846,6 +1074,11 @@ static void add_tests(Suite *s)
     /* its own case: CK_RUN_CASE=persistent runs it alone (no host forward, seconds) */
     TCase *tw = gpu_tcase(s, "persistent", 600);
     tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
+    /* CK_RUN_CASE=stagewise: the forward's intermediates judged stage by stage, every scheme, both combines */
+    TCase *tj = gpu_tcase(s, "stagewise", 900);
+    tcase_add_test(tj, mma_steps_within_model);
+    tcase_add_loop_test(tj, fused_stagewise_within_bounds, 0,
+                        (int)(sizeof W16_SCHEMES / sizeof W16_SCHEMES[0] + sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
 }
 
 int main(void) { return gpu_test_main("check_gpu_fast", "gpu_fast", add_tests); }
