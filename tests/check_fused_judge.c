@@ -216,7 +216,14 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(moe_fused_judge(&f.p, &MODEL, &f.in, &f.rt.tr, &v), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "topk_ids[3]"));
     ((int32_t *)f.d.ids.data)[3] = 0;
+    ck_assert_int_eq(moe_fused_ref_trace_make(&f.p, &f.in, NULL), MOE_ERR_NULL);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "t must not be NULL"));
     moe_fused_problem p = f.p;
+    p.topk = E + 1;
+    moe_fused_ref_trace t2;
+    ck_assert_int_eq(moe_fused_ref_trace_make(&p, &f.in, &t2), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "topk <= E"));
+    p = f.p;
     p.act = moe_act_defaults(MOE_ACT_RELU2, MOE_LAYOUT_GATE_UP);
     ck_assert_int_eq(moe_fused_judge(&p, &MODEL, &f.in, &f.rt.tr, &v), MOE_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "gated"));
