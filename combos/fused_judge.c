@@ -77,24 +77,16 @@ static double gate_min(const moe_act_params *a)
 /* the bf16 value next to v (a bf16 value) towards dir */
 static float bf16_next(float v, int dir)
 {
-    uint32_t c = 0;
-    moe_encode(MOE_BF16, v, MOE_POLICY_IEEE_RNE, &c, NULL);
+    unsigned c = moe_f32_to_bf16(v, MOE_POLICY_IEEE_RNE, NULL);
     if (v == 0.0f) c = dir > 0 ? 0x0001u : 0x8001u;
     else if ((v > 0.0f) == (dir > 0)) c++;
     else c--;
-    float y;
-    moe_decode(MOE_BF16, c & 0xFFFFu, &y);
-    return y;
+    return moe_bf16_to_f32((uint16_t)c);
 }
 
 enum { NG = 5, NPT = 2 * NG + 1 }; /* gate points x up points, plus the reference's own (g, u) */
 
-static void put_bf16(uint16_t *d, float v)
-{
-    uint32_t c = 0;
-    moe_encode(MOE_BF16, v, MOE_POLICY_IEEE_RNE, &c, NULL);
-    *d = (uint16_t)c;
-}
+static void put_bf16(uint16_t *d, float v) { *d = moe_f32_to_bf16(v, MOE_POLICY_IEEE_RNE, NULL); }
 
 /* fused.gemm1_act: h of every slot's row within the act range of its g / u box */
 static moe_status judge_gemm1(const moe_fused_problem *p, const moe_fused_model *m, double dev, const fj_info *fi,

@@ -7,22 +7,9 @@
 #include "moe/format.h"
 #include "fused_internal.h"
 
-float fj_bf16(double v)
-{
-    uint32_t c = 0;
-    float y = (float)v;
-    if (y != y) return y;
-    moe_encode(MOE_BF16, y, MOE_POLICY_IEEE_RNE, &c, NULL);
-    moe_decode(MOE_BF16, c, &y);
-    return y;
-}
+float fj_bf16(double v) { return moe_bf16_to_f32(moe_f32_to_bf16((float)v, MOE_POLICY_IEEE_RNE, NULL)); }
 
-float fj_bf16_at(const moe_tensor *t, int64_t i)
-{
-    float y = 0.0f;
-    moe_decode(MOE_BF16, ((const uint16_t *)t->data)[i], &y);
-    return y;
-}
+float fj_bf16_at(const moe_tensor *t, int64_t i) { return moe_bf16_to_f32(((const uint16_t *)t->data)[i]); }
 
 static moe_status expect2(const moe_tensor *t, const char *arg, moe_dtype d, int64_t r, int64_t c)
 {
@@ -149,11 +136,8 @@ moe_status moe_fused_ref_trace_make(const moe_fused_problem *p, const moe_fused_
     if (!s && fi.q8) s = fj_gather(&t->sx, tok, P, fi.as.gran == MOE_GRAN_TENSOR, &as1);
     if (!s) s = fj_gemm(p, 0, in, &a1, fi.q8 ? &as1 : NULL, &G1, NULL, NULL, NULL);
     if (!s) s = moe_tensor_alloc(&g16, MOE_BF16, 2, (int64_t[2]){P, 2 * I});
-    for (int64_t i = 0; !s && i < P * 2 * I; i++) {
-        uint32_t c = 0;
-        moe_encode(MOE_BF16, ((float *)G1.data)[i], MOE_POLICY_IEEE_RNE, &c, NULL);
-        ((uint16_t *)g16.data)[i] = (uint16_t)c;
-    }
+    for (int64_t i = 0; !s && i < P * 2 * I; i++)
+        ((uint16_t *)g16.data)[i] = moe_f32_to_bf16(((float *)G1.data)[i], MOE_POLICY_IEEE_RNE, NULL);
     moe_act_params act = p->act;
     act.layout = MOE_LAYOUT_GATE_UP;
     if (!s) s = moe_tensor_alloc(&t->h, MOE_BF16, 2, (int64_t[2]){P, I});
@@ -172,16 +156,12 @@ moe_status moe_fused_ref_trace_make(const moe_fused_problem *p, const moe_fused_
                 const float term = w[sl] * g2[sl * H + n];
                 if (p->atomic) acc = acc + term;
                 else {
-                    const float y = fj_bf16(term);
-                    uint32_t c = 0;
-                    moe_encode(MOE_BF16, y, MOE_POLICY_IEEE_RNE, &c, NULL);
-                    ((uint16_t *)t->y.data)[sl * H + n] = (uint16_t)c;
-                    acc = acc + y;
+                    const uint16_t y = moe_f32_to_bf16(term, MOE_POLICY_IEEE_RNE, NULL);
+                    ((uint16_t *)t->y.data)[sl * H + n] = y;
+                    acc = acc + moe_bf16_to_f32(y);
                 }
             }
-            uint32_t c = 0;
-            moe_encode(MOE_BF16, acc, MOE_POLICY_IEEE_RNE, &c, NULL);
-            ((uint16_t *)t->out.data)[tk * H + n] = (uint16_t)c;
+            ((uint16_t *)t->out.data)[tk * H + n] = moe_f32_to_bf16(acc, MOE_POLICY_IEEE_RNE, NULL);
         }
     moe_tensor_free(&a1), moe_tensor_free(&as1), moe_tensor_free(&G1), moe_tensor_free(&g16), moe_tensor_free(&G2);
     free(tok);

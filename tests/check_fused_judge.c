@@ -9,13 +9,15 @@
  *     (gemm1_act), an x code (quant_x), an h code or scale (quant_h), one
  *     output element one ulp off (combine), an atomic output far off
  *     (gemm2_combine);
- *   - bad arguments: a status and a message naming the argument. */
+ *   - bad arguments (the judge, the reference trace, moe_gemm_abs_sums): a
+ *     status and a message naming the argument. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mk_fixture.h"
+#include "moe/bounds.h"
 #include "moe/fused_judge.h"
 
 enum { M = 12, K = 2, E = 8, H = 256, I = 128 };
@@ -216,6 +218,14 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(moe_fused_judge(&f.p, &MODEL, &f.in, &f.rt.tr, &v), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "topk_ids[3]"));
     ((int32_t *)f.d.ids.data)[3] = 0;
+    /* the bound's pieces (moe_gemm_abs_sums) need their outputs */
+    moe_tensor re = tt_i32((const int32_t *)f.d.ids.data, M);
+    moe_gemm_args g;
+    memset(&g, 0, sizeof g);
+    g.scheme = MOE_SCHEME_BF16, g.a = &f.d.x, g.w = f.d.mw.w1, g.row_expert = &re;
+    ck_assert_int_eq(moe_gemm_abs_sums(&g, NULL, NULL), MOE_ERR_NULL);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "A and under"));
+    moe_tensor_free(&re);
     ck_assert_int_eq(moe_fused_ref_trace_make(&f.p, &f.in, NULL), MOE_ERR_NULL);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "t must not be NULL"));
     moe_fused_problem p = f.p;

@@ -128,7 +128,7 @@ moe_status moe_cuda_fx_fetch(const moe_cuda_fx_problem *p, const moe_cuda_fx_pla
                              moe_cuda_fx_piece w, void *host, size_t bytes);
 /* The tensor-core accumulation of the plan's tiles, as the judge models
  * it (fused_judge.h): mma.sync bf16 / e4m3 steps keep an f32-wide aligned
- * sum (measured on H200: acc_probe in NOTES.md), e4m3 wgmma steps 14 bits
+ * sum (measured on H200: check_gpu_fast's mma_steps_within_model, NOTES.md), e4m3 wgmma steps 14 bits
  * (e8m13, truncated) and promote every 128 k, int8 is exact, int4 on decode
  * tiles scales the group sums (dev 2^-8 from WEIGHT_TO_ACT's rounding). */
 moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan);

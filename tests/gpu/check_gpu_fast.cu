@@ -694,14 +694,15 @@ END_TEST
 
 /* ---- the judge's tensor-core model, instruction by instruction ------------------ */
 
-/* D = C + A B for one m16n8k16 bf16 or m16n8k32 e4m3 mma.sync (row-major
+/* D = C + A B for one m16n8k16 bf16 or m16n8k32 e4m3 mma.sync through
+ * fast_gemm.cuh's tc<T>::mma (row-major
  * A [16][k], B [k][8] as n-major columns, C / D [16][8]); fragment
  * layouts of the PTX ISA's mma.m16n8k16 / m16n8k32 */
 template <bool E4> __global__ void mma_probe_kernel(const uint8_t *A, const uint8_t *B, const float *C, float *D)
 {
     const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
     uint32_t a[4], b[2];
-    float c[4], d[4];
+    float d[4];
     for (int r = 0; r < 4; r++) {
         const int row = g + ((r & 1) ? 8 : 0);
         uint32_t v = 0;
@@ -726,19 +727,9 @@ template <bool E4> __global__ void mma_probe_kernel(const uint8_t *A, const uint
         }
         b[r] = v;
     }
-    c[0] = C[g * 8 + t * 2], c[1] = C[g * 8 + t * 2 + 1], c[2] = C[(g + 8) * 8 + t * 2], c[3] = C[(g + 8) * 8 + t * 2 + 1];
-    if (E4)
-        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%10,%11,%12,%13};\n"
-                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-                       "f"(c[3]));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%10,%11,%12,%13};\n"
-                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-                       "f"(c[3]));
+    d[0] = C[g * 8 + t * 2], d[1] = C[g * 8 + t * 2 + 1], d[2] = C[(g + 8) * 8 + t * 2], d[3] = C[(g + 8) * 8 + t * 2 + 1];
+    if (E4) fx::tc<__nv_fp8_e4m3>::mma(d, a, b); /* the kernels' own instruction wrappers */
+    else fx::tc<__nv_bfloat16>::mma(d, a, b);
     D[g * 8 + t * 2] = d[0], D[g * 8 + t * 2 + 1] = d[1], D[(g + 8) * 8 + t * 2] = d[2], D[(g + 8) * 8 + t * 2 + 1] = d[3];
 }
 
@@ -1023,6 +1014,23 @@ START_TEST(piece_refusals)
     ck_assert_int_eq(moe_cuda_fx_combine(NULL, &L, NULL, 1, 2, 60, MOE_BF16, NULL, NULL), MOE_ERR_UNSUPPORTED);
     ck_assert_int_eq(moe_cuda_fx_combine(NULL, &L, NULL, 1, 2, 64, MOE_F32, NULL, NULL), MOE_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "dtype"));
+    /* the workspace pieces: refused before any copy (the workspace address is never read) */
+    moe_cuda_fx_problem p = {4, 8, 2, 256, 128, MOE_SCHEME_BF16, moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 1};
+    moe_cuda_fx_plan plan;
+    ck_assert_int_eq(moe_cuda_fx_plan_make(&p, &plan), MOE_OK);
+    void *fake_ws = (void *)(uintptr_t)4096;
+    char host[16];
+    ck_assert_int_eq(moe_cuda_fx_fetch(&p, &plan, NULL, MOE_FX_H, host, 16), MOE_ERR_NULL);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "workspace"));
+    ck_assert_int_eq(moe_cuda_fx_fetch(&p, &plan, fake_ws, MOE_FX_PIECES, host, 16), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "unknown"));
+    ck_assert_int_eq(moe_cuda_fx_fetch(&p, &plan, fake_ws, MOE_FX_H, host, 16), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "16 asked"));
+    /* the atomic combine has no y, bf16 no codes: 0 bytes, refused */
+    ck_assert_int_eq((int)moe_cuda_fx_piece_bytes(&p, &plan, MOE_FX_Y), 0);
+    ck_assert_int_eq((int)moe_cuda_fx_piece_bytes(&p, &plan, MOE_FX_XQ), 0);
+    ck_assert_int_eq(moe_cuda_fx_fetch(&p, &plan, fake_ws, MOE_FX_Y, host, 0), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "has 0 bytes"));
 }
 END_TEST
 
