@@ -90,11 +90,14 @@ $(BUILD)/libmoe_cpu.a: $(CPU_OBJ)
 	ar crs $@ $^
 
 # Backends are found through weak references (combos/backends.c), which do
-# not pull archive members in: the CPU library is linked whole.
+# not pull archive members in: the CPU library is linked whole. The CUDA
+# library uses the combos' fused trace store (fast_trace.cu): combos again
+# after it.
 BACKEND_LIBS = -Wl,--whole-archive $(BUILD)/libmoe_cpu.a -Wl,--no-whole-archive
 
 $(BUILD)/moe-%: $(BUILD)/obj/combos/main_%.o $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a $(CUDA_LIB)
-	$(CC) $(LDFLAGS) $< $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(CUDA_LINK) $(BUILD)/libmoe_ref.a $(LDLIBS) $(BLAS_LIBS) -o $@
+	$(CC) $(LDFLAGS) $< $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(CUDA_LINK) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a \
+	  $(LDLIBS) $(BLAS_LIBS) -o $@
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a
 	@mkdir -p $(dir $@)

@@ -176,7 +176,7 @@ int moe_cli_sweep(int argc, char **argv, FILE *out, FILE *err)
         }
         meta_line(jf, tier, seed, bk, nb, filter, jobs, with_time);
     }
-    moe_sweep_options o = {{NULL}, nb, NULL, NULL};
+    moe_sweep_options o = {{NULL}, nb, NULL, NULL, NULL};
     for (int b = 0; b < nb; b++) o.backends[b] = bk[b];
     long long cnt[MOE_VERDICT_COUNT] = {0};
     int interactive = isatty(fileno(err)) && !quiet, internal = 0;

@@ -106,7 +106,7 @@ moe_status fj_gemm(const moe_fused_problem *p, int second, const moe_fused_input
     return s;
 }
 
-void moe_fused_ref_trace_free(moe_fused_ref_trace *t)
+void moe_fused_trace_store_free(moe_fused_trace_store *t)
 {
     if (!t) return;
     free(t->rows);
@@ -115,7 +115,7 @@ void moe_fused_ref_trace_free(moe_fused_ref_trace *t)
     memset(t, 0, sizeof *t);
 }
 
-moe_status moe_fused_ref_trace_make(const moe_fused_problem *p, const moe_fused_inputs *in, moe_fused_ref_trace *t)
+moe_status moe_fused_ref_trace_make(const moe_fused_problem *p, const moe_fused_inputs *in, moe_fused_trace_store *t)
 {
     if (!t) return moe_fail(MOE_ERR_NULL, "fused reference trace: t must not be NULL");
     memset(t, 0, sizeof *t);
@@ -165,7 +165,7 @@ moe_status moe_fused_ref_trace_make(const moe_fused_problem *p, const moe_fused_
         }
     moe_tensor_free(&a1), moe_tensor_free(&as1), moe_tensor_free(&G1), moe_tensor_free(&g16), moe_tensor_free(&G2);
     free(tok);
-    if (s) return moe_fused_ref_trace_free(t), s;
+    if (s) return moe_fused_trace_store_free(t), s;
     t->tr.cap = (int)P, t->tr.row_of_slot = t->rows, t->tr.h = &t->h, t->tr.out = &t->out;
     t->tr.y = p->atomic ? NULL : &t->y;
     if (fi.q8) t->tr.xq = &t->xq, t->tr.sx = &t->sx, t->tr.hq = &t->hq, t->tr.sh = &t->sh;

@@ -32,4 +32,22 @@ typedef struct {
 moe_status sweep_problem_make(const moe_sweep_case *c, const sweep_class *k, sweep_problem *p);
 void sweep_problem_free(sweep_problem *p);
 
+/* The records of one case as they are made (combos/sweep_run.c). */
+typedef struct {
+    moe_sweep_record *v;
+    int n, cap;
+} sweep_recs;
+
+/* a zeroed record for (backend, stage) appended to l, or NULL (no memory) */
+moe_sweep_record *sweep_rec_new(sweep_recs *l, const char *backend, const char *stage);
+
+/* The fused path of backend bname for the case's pair, judged stage by
+ * stage on the case's problem (include/moe/fused_run.h; combos/sweep_fused.c):
+ * nothing when the backend has no fused path for the pair or the case runs
+ * on several ranks, else one record per judged stage, or one "fused" record
+ * skipped / in error with the reason. Only running out of memory for the
+ * records returns non-OK. */
+moe_status sweep_fused_records(const moe_sweep_case *c, const moe_sweep_options *o, const sweep_problem *p,
+                               const char *bname, sweep_recs *l);
+
 #endif

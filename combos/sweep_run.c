@@ -14,12 +14,7 @@
 static const char *const VERDICTS[MOE_VERDICT_COUNT] = {"pass", "fail", "refused-as-expected", "skipped", "error"};
 const char *moe_verdict_name(moe_verdict v) { return (unsigned)v < MOE_VERDICT_COUNT ? VERDICTS[v] : "?"; }
 
-typedef struct {
-    moe_sweep_record *v;
-    int n, cap;
-} rec_list;
-
-static moe_sweep_record *new_rec(rec_list *l, const char *backend, const char *stage)
+moe_sweep_record *sweep_rec_new(sweep_recs *l, const char *backend, const char *stage)
 {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 8;
@@ -169,11 +164,11 @@ static moe_status forward(const moe_sweep_case *c, moe_mk *mk, const sweep_probl
 }
 
 /* one record per ops entry the replay saw */
-static moe_status replay_records(const moe_sweep_case *c, const moe_replay *rp, const char *bname, rec_list *l)
+static moe_status replay_records(const moe_sweep_case *c, const moe_replay *rp, const char *bname, sweep_recs *l)
 {
     for (int i = 0; i < moe_replay_stage_count(rp); i++) {
         const moe_replay_stage *s = moe_replay_stage_get(rp, i);
-        moe_sweep_record *r = new_rec(l, bname, s->name);
+        moe_sweep_record *r = sweep_rec_new(l, bname, s->name);
         if (!r) return moe_fail(MOE_ERR_NOMEM, "sweep records");
         moe_exact_class cls = MOE_CLASS_EXACT;
         const moe_tolerance_row *row = NULL;
@@ -268,7 +263,7 @@ moe_status moe_sweep_run_case(const moe_sweep_case *c, const moe_sweep_options *
                               int *nrec)
 {
     if (!c || !o || !recs || !nrec) return moe_fail(MOE_ERR_NULL, "moe_sweep_run_case: arguments must not be NULL");
-    rec_list l = {NULL, 0, 0};
+    sweep_recs l = {NULL, 0, 0};
     const moe_pf_info *pf = moe_pf_find(c->pf);
     const moe_experts_info *ex = moe_experts_find(c->experts);
     if (!pf || !ex) return moe_fail(MOE_ERR_INVALID_ARG, "case: unknown pf '%s' or experts '%s'", c->pf, c->experts);
@@ -279,7 +274,7 @@ moe_status moe_sweep_run_case(const moe_sweep_case *c, const moe_sweep_options *
     moe_status st = moe_compat_check(pf, ex, &q, &v);
     if (st) return st;
     if (!v.compatible) {
-        moe_sweep_record *r = new_rec(&l, "any", "e2e");
+        moe_sweep_record *r = sweep_rec_new(&l, "any", "e2e");
         if (!r) return moe_fail(MOE_ERR_NOMEM, "sweep records");
         check_refusal(c, &v, r);
         *recs = l.v, *nrec = l.n;
@@ -295,7 +290,7 @@ moe_status moe_sweep_run_case(const moe_sweep_case *c, const moe_sweep_options *
     int nb = o->inject ? 1 : o->nbackends;
     for (int b = 0; b < nb; b++) {
         const char *bname = o->inject ? "inject" : o->backends[b];
-        moe_sweep_record *r = new_rec(&l, bname, "e2e");
+        moe_sweep_record *r = sweep_rec_new(&l, bname, "e2e");
         if (!r) return moe_sweep_records_free(l.v, l.n - 1), moe_fail(MOE_ERR_NOMEM, "sweep records");
         const moe_ops *ops = o->inject;
         const char *why_not = NULL;
@@ -325,6 +320,7 @@ moe_status moe_sweep_run_case(const moe_sweep_case *c, const moe_sweep_options *
                     break;
                 }
         free(rp);
+        if (rs == MOE_OK) rs = sweep_fused_records(c, o, &p, bname, &l);
         if (rs) return moe_sweep_records_free(l.v, l.n), sweep_problem_free(&p), rs;
     }
     sweep_problem_free(&p);

@@ -26,6 +26,11 @@
     "moe_gemm_bound: D + h(ref) + h(|ref| + h(ref) + D), D = 2 gamma_m sum_k |a_k b_k| + 2 u |bias| + underflow; " \
     "m = K (block tiles: min(128, K) + kt + 1), +1 with bias; h = half an ulp of out's dtype (0 for f32)"
 
+/* a fused path's GEMM element against the reference's (fused_judge.h) */
+#define FUSED_BOUND \
+    "fused_judge.h: |S_fast - S_ref| <= [g(m_r) + (tc (1 + tc) + g(mx)) (1 + d) / (1 - d) + d / (1 - d)] A + 2 under, " \
+    "tc = steps (2^(1 - acc_bits) + (k_step + 1) 2^-24)"
+
 static const moe_tolerance_row ROWS[] = {
     EXACT_MOVE("route", "DESIGN 5: routing is selection, EXACT everywhere"),
     ATOMIC_SET("align_block_size", "vLLM's align large path places an expert's rows with atomics (align.cu)"),
@@ -67,6 +72,24 @@ static const moe_tolerance_row ROWS[] = {
     EXACT_MOVE("pplx_combine", "DESIGN 5: fixed slot order"),
     EXACT_MOVE("hep_dispatch_with_permute", "DESIGN 5: dispatch/combine movement is EXACT"),
     EXACT_MOVE("hep_combine_with_unpermute", "DESIGN 5: fixed order"),
+
+    /* a fused experts path judged stage by stage on its own intermediates
+     * (include/moe/fused_judge.h has the derivation; fused_run.h the paths) */
+    {"any.fused.layout", "fused.layout", "*", "*", MOE_CLASS_EXACT, "",
+     "every slot has a padded row of its own (DESIGN 5: align/sort/maps are EXACT)"},
+    {"any.fused.quant_x", "fused.quant_x", "*", "*", MOE_CLASS_EXACT, "",
+     "DESIGN 5: quantization and scale selection are EXACT (x's codes and scales)"},
+    {"any.fused.gemm1_act", "fused.gemm1_act", "*", "*", MOE_CLASS_BOUNDED, FUSED_BOUND "; h in rnd(act over the g x u box)",
+     "tensor-core accumulation of GEMM1, the gated activation in its epilogue"},
+    {"any.fused.quant_h", "fused.quant_h", "*", "*", MOE_CLASS_EXACT, "",
+     "DESIGN 5: quantization is EXACT (the trace's h rows by the reference's rule)"},
+    {"any.fused.gemm2_weight", "fused.gemm2_weight", "*", "*", MOE_CLASS_BOUNDED, FUSED_BOUND "; y in rnd(w [S - D, S + D]) widened by u",
+     "tensor-core accumulation of GEMM2, the router weight in its epilogue"},
+    {"any.fused.combine", "fused.combine", "*", "*", MOE_CLASS_EXACT, "",
+     "DESIGN 5: fixed-order reduction (the k slots' y in slot order from +0, f32, one rounding)"},
+    {"any.fused.gemm2_combine", "fused.gemm2_combine", "*", "*", MOE_CLASS_BOUNDED,
+     FUSED_BOUND "; the k slots' f32 terms in any order: + gamma_k of their absolute sum",
+     "atomic combine: GEMM2's weighted rows added into f32 in arrival order"},
 
     /* A modular-kernel forward against moe_ref_forward. Every type computes
      * the oracle's per-slot expert outputs Y_j bit for bit (same rows, same

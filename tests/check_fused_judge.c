@@ -31,7 +31,7 @@ typedef struct {
     mkf_prob d;
     moe_fused_problem p;
     moe_fused_inputs in;
-    moe_fused_ref_trace rt;
+    moe_fused_trace_store rt;
 } fixture;
 
 static void make(fixture *f, moe_scheme sc, int atomic, uint64_t seed)
@@ -48,7 +48,7 @@ static void make(fixture *f, moe_scheme sc, int atomic, uint64_t seed)
 
 static void drop(fixture *f)
 {
-    moe_fused_ref_trace_free(&f->rt);
+    moe_fused_trace_store_free(&f->rt);
     moe_tensor *v[] = {&f->d.x, &f->d.ids, &f->d.w, &f->d.q1, &f->d.s1, &f->d.g1, &f->d.q2, &f->d.s2, &f->d.g2};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) moe_tensor_free(v[i]);
 }
@@ -230,7 +230,7 @@ START_TEST(bad_arguments)
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "t must not be NULL"));
     moe_fused_problem p = f.p;
     p.topk = E + 1;
-    moe_fused_ref_trace t2;
+    moe_fused_trace_store t2;
     ck_assert_int_eq(moe_fused_ref_trace_make(&p, &f.in, &t2), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "topk <= E"));
     p = f.p;

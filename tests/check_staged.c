@@ -48,7 +48,7 @@ static void make_fake(void)
 START_TEST(quick_tier_through_the_staged_view)
 {
     make_fake();
-    moe_sweep_options o = {{"ref"}, 1, &fake, "cuda-conform"};
+    moe_sweep_options o = {{"ref"}, 1, &fake, "cuda-conform", NULL};
     moe_sweep_case *cs;
     int n;
     ck_assert_int_eq(moe_sweep_enumerate(MOE_TIER_QUICK, 7, &cs, &n), MOE_OK);

@@ -49,7 +49,7 @@ static long count_verdicts(moe_sweep_tier tier, const char *only_pf, const moe_s
 
 START_TEST(quick_tier_passes_on_ref_and_cpu)
 {
-    moe_sweep_options o = {{"ref", "cpu"}, 2, NULL, NULL};
+    moe_sweep_options o = {{"ref", "cpu"}, 2, NULL, NULL, NULL};
     long cnt[MOE_VERDICT_COUNT] = {0};
     int ran[MOE_SCHEME_COUNT] = {0};
     long n = count_verdicts(MOE_TIER_QUICK, NULL, &o, cnt, ran);
@@ -124,7 +124,7 @@ START_TEST(wrong_stage_is_named)
     fault = 2;
     faulty = moe_ops_ref;
     faulty.name = "faulty", faulty.activation = bad_activation;
-    moe_sweep_options o = {{"ref"}, 1, &faulty, "cuda-conform"};
+    moe_sweep_options o = {{"ref"}, 1, &faulty, "cuda-conform", NULL};
     moe_sweep_case c = {"noep", "triton_like", MOE_SCHEME_BF16, MOE_ACT_SILU, 8, 2, 9, 256, 128, 1, "tiny", 7};
     moe_sweep_record *r;
     int nr;
@@ -191,7 +191,7 @@ START_TEST(stagewise_e2e_for_reordering_backends)
 {
     faulty = moe_ops_ref;
     faulty.name = "shaky", faulty.grouped_gemm = shaky_gemm;
-    moe_sweep_options o = {{"ref"}, 1, &faulty, "cpu"};
+    moe_sweep_options o = {{"ref"}, 1, &faulty, "cpu", NULL};
     moe_sweep_case c = {"noep", "permute_grouped", MOE_SCHEME_BF16, MOE_ACT_SILU, 8, 2, 9, 256, 128, 1, "tiny", 7};
     for (int trial = 0; trial < 2; trial++) {
         gemm_scale = trial ? 2.0 : 0.25;
@@ -221,10 +221,123 @@ START_TEST(stagewise_e2e_for_reordering_backends)
 }
 END_TEST
 
+/* A backend's fused path in the sweep (fused_run.h): the runner injected
+ * as cuda-fast's is the reference composition, so every stage passes with
+ * share 0; a moved output element fails the combine's stage of each
+ * variant (EXACT fused.combine, BOUNDED fused-atomic.gemm2_combine) and
+ * the record names the element; a refusal is a skipped record, never a pass;
+ * cells of other pairs, and injected runs without a runner, get none. */
+static int fused_fault;
+static moe_status ref_runner(const moe_fused_problem *p, const moe_fused_inputs *in, moe_fused_trace_store *t,
+                             moe_fused_model *m, char *desc, size_t n)
+{
+    if (fused_fault == 2) return moe_fail(MOE_ERR_UNSUPPORTED, "test runner: refused");
+    moe_status s = moe_fused_ref_trace_make(p, in, t);
+    if (s) return s;
+    *m = (moe_fused_model){16, 24, 0, 0, 0.0};
+    snprintf(desc, n, "reference composition");
+    if (fused_fault == 1) { /* out[0, 0] moved far: the combine's stage alone */
+        uint16_t *o = (uint16_t *)t->out.data;
+        const float v = moe_bf16_to_f32(o[0]);
+        o[0] = moe_f32_to_bf16(v + 1.0f + (v < 0 ? -v : v), MOE_POLICY_IEEE_RNE, NULL);
+    }
+    return MOE_OK;
+}
+
+static int fused_records(const moe_sweep_case *c, const moe_sweep_options *o, int *fails, int *skips, int *q8)
+{
+    moe_sweep_record *r;
+    int nr, n = 0;
+    *fails = *skips = *q8 = 0;
+    ck_assert_int_eq(moe_sweep_run_case(c, o, &r, &nr), MOE_OK);
+    for (int i = 0; i < nr; i++) {
+        if (strncmp(r[i].stage, "fused", 5)) continue;
+        n++;
+        if (r[i].verdict == MOE_VERDICT_SKIPPED) {
+            ck_assert_ptr_nonnull(strstr(r[i].reason, fused_fault == 2 ? "test runner: refused" : "bf16 x"));
+            (*skips)++;
+            continue;
+        }
+        ck_assert_ptr_nonnull(r[i].tolerance);
+        ck_assert_msg(!strncmp(r[i].tolerance, "any.fused.", 10), "%s", r[i].tolerance);
+        ck_assert_ptr_nonnull(strstr(r[i].stage, r[i].tolerance + 10)); /* fused[-atomic].<its row's stage> */
+        ck_assert_int_gt(r[i].m.n, 0);
+        *q8 += strstr(r[i].stage, "quant_") != NULL;
+        if (r[i].verdict == MOE_VERDICT_FAIL) {
+            const int atomic = !strcmp(r[i].stage, "fused-atomic.gemm2_combine");
+            ck_assert_msg((atomic || !strcmp(r[i].stage, "fused.combine")) && strstr(r[i].reason, "token 0, column 0"),
+                          "%s: %s", r[i].stage, r[i].reason);
+            ck_assert_int_eq(atomic ? r[i].m.bound_failures : r[i].m.mismatches, 1);
+            ck_assert_ptr_nonnull(strstr(r[i].reason, atomic ? "outside the bound" : "differ"));
+            (*fails)++;
+            continue;
+        }
+        ck_assert_msg(r[i].verdict == MOE_VERDICT_PASS, "%s: %s %s", r[i].stage, moe_verdict_name(r[i].verdict),
+                      r[i].reason);
+        ck_assert(r[i].m.share == 0.0 && r[i].m.mismatches == 0);
+        ck_assert_str_eq(r[i].reason, "reference composition");
+    }
+    moe_sweep_records_free(r, nr);
+    return n;
+}
+
+START_TEST(fused_records_judge_the_path)
+{
+    moe_sweep_options o = {{"ref"}, 1, &moe_ops_ref, "cuda-fast", ref_runner};
+    moe_sweep_case c = {"noep", "triton_like", MOE_SCHEME_BF16, MOE_ACT_SILU, 8, 2, 9, 256, 128, 1, "tiny", 7};
+    int fails, skips, q8;
+    fused_fault = 0;
+    /* deterministic: layout, gemm1_act, gemm2_weight, combine; atomic: layout, gemm1_act, gemm2_combine */
+    ck_assert_int_eq(fused_records(&c, &o, &fails, &skips, &q8), 7);
+    ck_assert_int_eq(fails + skips + q8, 0);
+    moe_sweep_case c8 = c;
+    c8.scheme = MOE_SCHEME_FP8_WCHANNEL_ATOKEN, c8.act = MOE_ACT_SWIGLUOAI;
+    ck_assert_int_eq(fused_records(&c8, &o, &fails, &skips, &q8), 11); /* + quant_x and quant_h in each */
+    ck_assert_int_eq(q8, 4);
+    ck_assert_int_eq(fails + skips, 0);
+    fused_fault = 1;
+    ck_assert_int_eq(fused_records(&c, &o, &fails, &skips, &q8), 7);
+    ck_assert_int_eq(fails, 2);
+    fused_fault = 2;
+    ck_assert_int_eq(fused_records(&c, &o, &fails, &skips, &q8), 2);
+    ck_assert_int_eq(skips, 2);
+    fused_fault = 0;
+    moe_sweep_case cf = c;
+    cf.scheme = MOE_SCHEME_F32;
+    ck_assert_int_eq(fused_records(&cf, &o, &fails, &skips, &q8), 2);
+    ck_assert_int_eq(skips, 2);
+    moe_sweep_case other = c;
+    other.experts = "permute_grouped";
+    ck_assert_int_eq(fused_records(&other, &o, &fails, &skips, &q8), 0);
+    o.inject_fused = NULL;
+    ck_assert_int_eq(fused_records(&c, &o, &fails, &skips, &q8), 0);
+    /* the JSON record names the row and the bound */
+    o.inject_fused = ref_runner;
+    moe_sweep_record *r;
+    int nr;
+    ck_assert_int_eq(moe_sweep_run_case(&c, &o, &r, &nr), MOE_OK);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    for (int i = 0; i < nr; i++)
+        if (!strcmp(r[i].stage, "fused.gemm2_weight")) moe_sweep_write_record(f, &c, &r[i], 0);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(buf, "\"stage\":\"fused.gemm2_weight\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"tolerance\":\"any.fused.gemm2_weight\""));
+    ck_assert_ptr_nonnull(strstr(buf, "\"bound\":\"fused_judge.h:"));
+    free(buf);
+    moe_sweep_records_free(r, nr);
+    ck_assert_ptr_null(moe_fused_path_find("cuda-fast", "noep", "permute_grouped"));
+    ck_assert_ptr_nonnull(moe_fused_path_find("cuda-fast", "noep", "triton_like"));
+    ck_assert_ptr_null(moe_fused_path_find(NULL, "noep", "triton_like"));
+    moe_sweep_cache_release();
+}
+END_TEST
+
 /* An incompatible cell is refused with its rule ids; JSON names them. */
 START_TEST(incompatible_refused_with_rules)
 {
-    moe_sweep_options o = {{"ref"}, 1, NULL, NULL};
+    moe_sweep_options o = {{"ref"}, 1, NULL, NULL, NULL};
     moe_sweep_case c = {"noep", "batched_masked", MOE_SCHEME_BF16, MOE_ACT_SILU, 8, 2, 3, 256, 128, 1, "tiny", 7};
     moe_sweep_record *r;
     int nr;
@@ -291,6 +404,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(tc, wrong_stage_is_named);
     tcase_add_test(tc, stagewise_e2e_for_reordering_backends);
     tcase_add_test(tc, incompatible_refused_with_rules);
+    tcase_add_test(tc, fused_records_judge_the_path);
     tcase_add_test(tc, cli_usage);
     suite_add_tcase(s, tc);
     return s;

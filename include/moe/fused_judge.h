@@ -123,19 +123,21 @@ typedef struct {
 moe_status moe_fused_judge(const moe_fused_problem *p, const moe_fused_model *m, const moe_fused_inputs *in,
                            const moe_fused_trace *tr, moe_fused_verdict *v);
 
-/* The reference composition of the same forward (slot s on row s, cap =
- * M * topk): the reference's quantization, GEMMs (f32 sums, one rounding
- * to bf16), activation and the fast path's weighting and combine order.
- * Allocates the trace's tensors and row map (free with
- * moe_fused_ref_trace_free). */
+/* A trace that owns its tensors and row map (tr points into them): the
+ * reference composition's below, or a backend's host copies
+ * (include/moe/fused_run.h). Free with moe_fused_trace_store_free (also
+ * after a failed make: it leaves the store zeroed). */
 typedef struct {
     moe_fused_trace tr;
     int32_t *rows;
     moe_tensor h, xq, sx, hq, sh, y, out;
-} moe_fused_ref_trace;
+} moe_fused_trace_store;
 
-moe_status moe_fused_ref_trace_make(const moe_fused_problem *p, const moe_fused_inputs *in, moe_fused_ref_trace *t);
-void moe_fused_ref_trace_free(moe_fused_ref_trace *t);
+/* The reference composition of the same forward (slot s on row s, cap =
+ * M * topk): the reference's quantization, GEMMs (f32 sums, one rounding
+ * to bf16), activation and the fast path's weighting and combine order. */
+moe_status moe_fused_ref_trace_make(const moe_fused_problem *p, const moe_fused_inputs *in, moe_fused_trace_store *t);
+void moe_fused_trace_store_free(moe_fused_trace_store *t);
 
 #ifdef __cplusplus
 }

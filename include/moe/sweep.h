@@ -12,7 +12,12 @@
  *    ops entry called, include/moe/replay.h: the forward runs through the
  *    replay's interposer table); a backend that is not built or has no device, or a
  *    cell the modular kernel reports MOE_ERR_UNSUPPORTED (a known gap of
- *    this build), is skipped with the reason, never passed.
+ *    this build), is skipped with the reason, never passed;
+ *  - compatible, on one rank, for a backend with a fused experts path for
+ *    the cell's pair (include/moe/fused_run.h): that path's forward on the
+ *    same problem judged stage by stage (include/moe/fused_judge.h), one
+ *    record per stage ("fused.layout", ...), or one "fused" record skipped
+ *    with the path's reason (a scheme, size or activation it does not take).
  * Verdicts depend only on the case list and the seed (never on --jobs). */
 #ifndef MOE_SWEEP_H
 #define MOE_SWEEP_H
@@ -21,6 +26,7 @@
 #include <stdio.h>
 #include "moe/act.h"
 #include "moe/compare.h"
+#include "moe/fused_run.h"
 #include "moe/ops.h"
 #include "moe/quant.h"
 
@@ -93,6 +99,9 @@ typedef struct {
      * inject_as (e.g. a deliberately wrong "cuda-conform" stage) */
     const moe_ops *inject;
     const char *inject_as;
+    /* tests: with inject, the fused path of inject_as (fused_run.h) runs
+     * this runner instead; without it an injected run has no fused records */
+    moe_fused_runner inject_fused;
 } moe_sweep_options;
 
 /* Runs one case on every requested backend; *recs (malloc'd, *nrec of

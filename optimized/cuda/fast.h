@@ -133,6 +133,21 @@ moe_status moe_cuda_fx_fetch(const moe_cuda_fx_problem *p, const moe_cuda_fx_pla
  * tiles scales the group sums (dev 2^-8 from WEIGHT_TO_ACT's rounding). */
 moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan);
 
+/* (fast_trace.cu) Every piece of the forward just run on the default
+ * stream (workspace, its output out [M, H] bf16 on the device) copied into
+ * *t, in the shapes moe_fused_judge takes (scales as moe_ref_quantize
+ * lays them out). Synchronous; on an error *t is left empty. */
+moe_status moe_cuda_fx_trace(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, const void *workspace,
+                             const void *out, moe_fused_trace_store *t);
+/* One forward of p on host inputs (moe_fused_inputs: x bf16, ids, router
+ * weights, w1 / w2 in the scheme's weight elements with their scales):
+ * plan, device copies, forward, trace (*t) and the plan's model (*m);
+ * desc (n bytes, may be NULL) gets the tiles and the model in words. The
+ * runner of include/moe/fused_run.h's cuda-fast path. Problems the plan
+ * refuses: its MOE_ERR_UNSUPPORTED / MOE_ERR_INVALID_ARG. */
+moe_status moe_cuda_fx_run_traced(const moe_fused_problem *p, const moe_fused_inputs *in, moe_fused_trace_store *t,
+                                  moe_fused_model *m, char *desc, size_t n);
+
 /* The pieces, for pipelines built around other GEMMs (moe-bench's cuBLAS
  * peer) and for the tests. A layout for M * topk slots over E experts
  * padded to bm rows (bm = 1: no padding):

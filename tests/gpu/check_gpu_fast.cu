@@ -813,44 +813,9 @@ END_TEST
 static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan,
                           const void *ws, const void *dout, const moe_fused_inputs *in)
 {
-    const int64_t cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, plan->bm1);
-    void *host[MOE_FX_PIECES] = {0};
-    for (int w = 0; w < MOE_FX_PIECES; w++) {
-        const size_t b = moe_cuda_fx_piece_bytes(p, plan, (moe_cuda_fx_piece)w);
-        if (!b) continue;
-        host[w] = malloc(b);
-        ck_assert_msg(moe_cuda_fx_fetch(p, plan, ws, (moe_cuda_fx_piece)w, host[w], b) == MOE_OK, "%s", moe_last_error());
-    }
-    moe_quant_spec as;
-    ck_assert_int_eq(moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &as), MOE_OK);
-    const moe_device hd = {MOE_DEVICE_HOST, 0};
-    moe_tensor h, xq, sx, hq, sh, y, out = gpu_hnew(MOE_BF16, 2, p->M, p->H);
-    const int64_t shh[2] = {cap, p->I}, shy[2] = {cap, p->H}, shx[2] = {p->M, p->H};
-    ck_assert_int_eq(cudaMemcpy(out.data, dout, out.nbytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    ck_assert_int_eq(moe_tensor_wrap(&h, MOE_BF16, 2, shh, host[MOE_FX_H], (size_t)cap * p->I * 2, hd),
-                     MOE_OK);
-    moe_fused_trace tr;
-    memset(&tr, 0, sizeof tr);
-    tr.cap = (int)cap, tr.row_of_slot = (const int32_t *)host[MOE_FX_ROWS], tr.h = &h, tr.out = &out;
-    if (host[MOE_FX_Y]) {
-        ck_assert_int_eq(moe_tensor_wrap(&y, MOE_BF16, 2, shy, host[MOE_FX_Y], (size_t)cap * p->H * 2, hd),
-                         MOE_OK);
-        tr.y = &y;
-    }
-    if (host[MOE_FX_XQ]) { /* the scales in moe_ref_quantize's shapes */
-        moe_quant_dims dx, dh;
-        ck_assert_int_eq(moe_quant_shapes(&as, 2, shx, &dx), MOE_OK);
-        ck_assert_int_eq(moe_quant_shapes(&as, 2, shh, &dh), MOE_OK);
-        ck_assert_int_eq(moe_tensor_wrap(&xq, as.elem, 2, shx, host[MOE_FX_XQ], (size_t)p->M * p->H, hd),
-                         MOE_OK);
-        ck_assert_int_eq(moe_tensor_wrap(&hq, as.elem, 2, shh, host[MOE_FX_HQ], (size_t)cap * p->I, hd),
-                         MOE_OK);
-        ck_assert_int_eq(moe_tensor_wrap(&sx, MOE_F32, dx.scale_ndim, dx.scale_shape, host[MOE_FX_SX],
-                                         moe_cuda_fx_piece_bytes(p, plan, MOE_FX_SX), hd), MOE_OK);
-        ck_assert_int_eq(moe_tensor_wrap(&sh, MOE_F32, dh.scale_ndim, dh.scale_shape, host[MOE_FX_SH],
-                                         moe_cuda_fx_piece_bytes(p, plan, MOE_FX_SH), hd), MOE_OK);
-        tr.xq = &xq, tr.sx = &sx, tr.hq = &hq, tr.sh = &sh;
-    }
+    moe_fused_trace_store ts;
+    ck_assert_msg(moe_cuda_fx_trace(p, plan, ws, dout, &ts) == MOE_OK, "%s", moe_last_error());
+    const moe_fused_trace tr = ts.tr;
     const moe_fused_model m = moe_cuda_fx_model(p, plan);
     moe_fused_verdict v;
     ck_assert_msg(moe_fused_judge(p, &m, in, &tr, &v) == MOE_OK, "%s", moe_last_error());
@@ -864,8 +829,7 @@ static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem
         ck_assert_msg(!v.st[i].failures, "%s case %zu: %s: %lld of %lld elements wrong, first: %s", name, ci, v.st[i].stage,
                       (long long)v.st[i].failures, (long long)v.st[i].n, v.st[i].where);
     ck_assert(v.pass);
-    for (int w = 0; w < MOE_FX_PIECES; w++) free(host[w]);
-    gpu_hfree(1, &out);
+    moe_fused_trace_store_free(&ts);
 }
 
 START_TEST(fused_stagewise_within_bounds)
@@ -1031,6 +995,69 @@ START_TEST(piece_refusals)
     ck_assert_int_eq((int)moe_cuda_fx_piece_bytes(&p, &plan, MOE_FX_XQ), 0);
     ck_assert_int_eq(moe_cuda_fx_fetch(&p, &plan, fake_ws, MOE_FX_Y, host, 0), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "has 0 bytes"));
+    /* moe_cuda_fx_trace and the host-input runner: refused before any device work */
+    moe_fused_trace_store ts;
+    ck_assert_int_eq(moe_cuda_fx_trace(&p, &plan, NULL, fake_ws, &ts), MOE_ERR_NULL);
+    moe_tensor x = gpu_hnew(MOE_BF16, 2, 4, 256), tids = gpu_hnew(MOE_I32, 2, 4, 2), w = gpu_hnew(MOE_F32, 2, 4, 2);
+    moe_tensor w1 = gpu_hnew(MOE_BF16, 3, 8, 256, 256), w2 = gpu_hnew(MOE_BF16, 3, 8, 256, 128);
+    moe_tensor w2f = gpu_hnew(MOE_F32, 3, 8, 256, 128), xs = gpu_hnew(MOE_BF16, 2, 3, 256);
+    moe_fused_inputs in = {&x, &tids, &w, &w1, NULL, &w2, NULL};
+    moe_fused_model m;
+    ck_assert_int_eq(moe_cuda_fx_run_traced(&p, NULL, &ts, &m, NULL, 0), MOE_ERR_NULL);
+    in.x = &xs;
+    ck_assert_int_eq(moe_cuda_fx_run_traced(&p, &in, &ts, &m, NULL, 0), MOE_ERR_SHAPE);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "input x has 768 elements, the problem needs 1024"));
+    in.x = &x, in.w2 = &w2f;
+    ck_assert_int_eq(moe_cuda_fx_run_traced(&p, &in, &ts, &m, NULL, 0), MOE_ERR_DTYPE);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "w1 and w2"));
+    in.w2 = &w2;
+    moe_cuda_fx_problem q = p;
+    q.scheme = MOE_SCHEME_FP8_WCHANNEL_ATOKEN; /* no weight scales given */
+    ck_assert_int_eq(moe_cuda_fx_run_traced(&q, &in, &ts, &m, NULL, 0), MOE_ERR_NULL);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "w1_scale"));
+    q.scheme = MOE_SCHEME_W4A16_G32;
+    ck_assert_int_eq(moe_cuda_fx_run_traced(&q, &in, &ts, &m, NULL, 0), MOE_ERR_UNSUPPORTED);
+    moe_tensor hs[] = {x, tids, w, w1, w2, w2f, xs};
+    gpu_hfree(7, hs);
+}
+END_TEST
+
+/* The host-input runner (the sweep's fused records, fused_run.h) on a
+ * decode and a 128-row-tile problem, bf16 and fp8 block: its trace passes
+ * the judge with the model it returns, desc names the tiles */
+START_TEST(run_traced_passes_judge)
+{
+    static const fcase cases[] = {{5, 8, 2, 256, 128, MOE_ACT_SILU, 16}, {600, 8, 2, 512, 256, MOE_ACT_SILU, 0}};
+    for (size_t ci = 0; ci < 2; ci++)
+        for (int q = 0; q < 2; q++) {
+            const fcase *c = &cases[ci];
+            fprob fb;
+            q8prob f8;
+            moe_fused_inputs in;
+            const moe_cuda_fx_problem *pp;
+            if (q) {
+                q8prob_make(c, MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 900 + ci, (int)ci, &f8);
+                in = (moe_fused_inputs){&f8.x, &f8.ids, &f8.w, &f8.w1q, &f8.w1s, &f8.w2q, &f8.w2s}, pp = &f8.p;
+            } else {
+                fprob_make_sc(c, MOE_SCHEME_BF16, 900 + ci, (int)ci, &fb);
+                in = (moe_fused_inputs){&fb.x, &fb.ids, &fb.w, &fb.w1, NULL, &fb.w2, NULL}, pp = &fb.p;
+            }
+            moe_fused_trace_store ts;
+            moe_fused_model m;
+            char desc[160];
+            ck_assert_msg(moe_cuda_fx_run_traced(pp, &in, &ts, &m, desc, sizeof desc) == MOE_OK, "%s", moe_last_error());
+            ck_assert_ptr_nonnull(strstr(desc, "tiles"));
+            moe_fused_verdict v;
+            ck_assert_msg(moe_fused_judge(pp, &m, &in, &ts.tr, &v) == MOE_OK, "%s", moe_last_error());
+            printf("run_traced case %zu %s %s: %s; %d stages%s\n", ci, moe_scheme_name(pp->scheme),
+                   pp->atomic ? "atomic" : "det", desc, v.n, v.pass ? ", all within" : "");
+            for (int i = 0; i < v.n; i++)
+                ck_assert_msg(!v.st[i].failures, "%s: %s", v.st[i].stage, v.st[i].where);
+            ck_assert_int_eq(v.n, q ? 6 - (int)ci : 4 - (int)ci);
+            moe_fused_trace_store_free(&ts);
+            if (q) q8prob_free(&f8);
+            else fprob_free(&fb);
+        }
 }
 END_TEST
 
@@ -1085,6 +1112,7 @@ static void add_tests(Suite *s)
     /* CK_RUN_CASE=stagewise: the forward's intermediates judged stage by stage, every scheme, both combines */
     TCase *tj = gpu_tcase(s, "stagewise", 900);
     tcase_add_test(tj, mma_steps_within_model);
+    tcase_add_test(tj, run_traced_passes_judge);
     tcase_add_loop_test(tj, fused_stagewise_within_bounds, 0,
                         (int)(sizeof W16_SCHEMES / sizeof W16_SCHEMES[0] + sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
 }
