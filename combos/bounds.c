@@ -216,7 +216,10 @@ moe_status moe_gemm_bound(const moe_gemm_args *g, const moe_tensor *ref_out, dou
     if (P == 0 || N == 0) return MOE_OK;
     int64_t m, nodes;
     counts_of(g, &si, &m, &nodes);
-    const double gam = moe_gamma_f32(m);
+    /* the reference's side and the backend's (bounds.h: round-to-nearest in
+     * any order, or truncating tensor-core steps of >= 16 products) */
+    const double gam = moe_gamma_f32(m), t = (double)((m + 15) / 16) * (0x1p-23 + 17 * 0x1p-24);
+    const double gam_b = isinf(gam) ? gam : t * (1.0 + t) > gam ? t * (1.0 + t) : gam;
     double *un = malloc(sizeof(double) * (size_t)(P * N));
     if (!un) return moe_fail(MOE_ERR_NOMEM, "gemm bound: underflow terms");
     if ((s = moe_gemm_abs_sums(g, bound, un))) return free(un), s;
@@ -226,7 +229,7 @@ moe_status moe_gemm_bound(const moe_gemm_args *g, const moe_tensor *ref_out, dou
         for (int64_t n = 0; n < N; n++) {
             int64_t i = p * N + n;
             double b = g->bias ? fabs((double)((const float *)g->bias->data)[re[p] * N + n]) : 0.0;
-            double D = 2.0 * gam * bound[i] + 2.0 * U_F32 * b + un[i];
+            double D = (gam + gam_b) * bound[i] + 2.0 * U_F32 * b + un[i];
             double ref = moe_tensor_value_at(ref_out, i);
             double bd;
             if (!isfinite(ref) || !isfinite(D)) bd = INFINITY;

@@ -23,8 +23,9 @@
 /* the fp32 dot-product bound of a GEMM whose summation order differs:
  * moe_gemm_bound (include/moe/bounds.h has the derivation) */
 #define GEMM_BOUND \
-    "moe_gemm_bound: D + h(ref) + h(|ref| + h(ref) + D), D = 2 gamma_m sum_k |a_k b_k| + 2 u |bias| + underflow; " \
-    "m = K (block tiles: min(128, K) + kt + 1), +1 with bias; h = half an ulp of out's dtype (0 for f32)"
+    "moe_gemm_bound: D + h(ref) + h(|ref| + h(ref) + D), D = (gamma_m + gamma_b) sum_k |a_k b_k| + 2 u |bias| + " \
+    "underflow, gamma_b = max(gamma_m, t (1 + t)), t = ceil(m / 16) (2^-23 + 17 2^-24) (truncating tensor-core " \
+    "steps); m = K (block tiles: min(128, K) + kt + 1), +1 with bias; h = half an ulp of out's dtype (0 for f32)"
 
 /* a fused path's GEMM element against the reference's (fused_judge.h) */
 #define FUSED_BOUND \
@@ -49,7 +50,7 @@ static const moe_tolerance_row ROWS[] = {
     {"cpu.grouped_gemm", "grouped_gemm", "cpu", "*", MOE_CLASS_BOUNDED, GEMM_BOUND,
      "OpenBLAS changes the summation order: Higham 3.1, gamma_K = K u / (1 - K u), u = 2^-24"},
     {"cuda-fast.grouped_gemm", "grouped_gemm", "cuda-fast", "*", MOE_CLASS_BOUNDED, GEMM_BOUND,
-     "tensor-core accumulation order: Higham 3.1"},
+     "tensor-core accumulation: Higham 3.1 and the truncating step model measured on H200 (bounds.h)"},
     EXACT_MOVE("activation", "DESIGN 5: element-wise with the canonical math header"),
     EXACT_MOVE("war_contiguous", "DESIGN 5: fixed-order reductions are EXACT"),
     EXACT_MOVE("war_noop", "DESIGN 5: movement"),

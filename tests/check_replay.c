@@ -763,8 +763,9 @@ START_TEST(gemm_bound_two_output_roundings)
 END_TEST
 
 /* The bound's value for one f32 output, recomputed from its formula
- * (bounds.h: 2 gamma_m A, A widened by the double sum's own error, plus
- * the underflow term): the soundness tests above pass a loosened bound
+ * (bounds.h: (gamma_m + gamma_b) A, gamma_b the larger of gamma_m and
+ * the truncating tensor-core step model's, A widened by the double sum's
+ * own error, plus the underflow term): the soundness tests above pass a loosened bound
  * (a factor on gamma, a dropped term) as well as the right one. */
 START_TEST(gemm_bound_value)
 {
@@ -778,7 +779,10 @@ START_TEST(gemm_bound_value)
     ck_assert_int_eq(moe_gemm_bound_counts(&g, &m, &nodes), MOE_OK);
     double b, A = 0.25 + 2.0 + 2.0 + 6.0, widen = 1.0 + 8.0 * 0x1p-52;
     ck_assert_int_eq(moe_gemm_bound(&g, &ref, &b), MOE_OK);
-    double want = 2.0 * moe_gamma_f32(m) * (A * widen) + ldexp((double)nodes, -148);
+    /* the backend's side: a tensor-core chain of one 16-product step, truncating */
+    const double t = 0x1p-23 + 17 * 0x1p-24, gb = t * (1 + t) > moe_gamma_f32(m) ? t * (1 + t) : moe_gamma_f32(m);
+    ck_assert(gb > moe_gamma_f32(m));
+    double want = (moe_gamma_f32(m) + gb) * (A * widen) + ldexp((double)nodes, -148);
     ck_assert_msg(m == 4 && fabs(b - want) <= 0x1p-40 * want, "bound %.17g, formula %.17g (m %lld)", b, want, (long long)m);
     moe_tensor *ts[] = {&a, &w, &re, &ref};
     for (size_t j = 0; j < sizeof ts / sizeof ts[0]; j++) moe_tensor_free(ts[j]);

@@ -42,12 +42,19 @@
  *                  term's path (m + 1) and |b| u for the bias itself.
  *
  * Two computations. The backend is assumed to compute the same sum from the
- * same operands with at most m roundings on any term's path (any order,
- * blocking, split-K, products fused or rounded): both are within
- * gamma_m A + u |b| + |N| of the exact value, so
- *   D = 2 gamma_m A + 2 u |b| + 2^-148 * nodes      (|c_b - c_r| <= D)
+ * same operands either with at most m roundings on any term's path (any
+ * order, blocking, split-K, products fused or rounded: within gamma_m A of
+ * the exact value), or as a chain of tensor-core steps of 16 or more
+ * products each, aligned to the largest with truncation into an f32-wide
+ * accumulator (include/moe/fused_judge.h's step model, measured on an
+ * H200 for mma.sync bf16 m16n8k16 by check_gpu_fast's
+ * mma_steps_within_model: a step errs by at most 2^-23 + 17 2^-24 of its
+ * absolute sum, so the chain by t (1 + t) A with t = ceil(m / 16) (2^-23 +
+ * 17 2^-24), about 1.19 gamma_m; round-to-nearest's gamma_m is exceeded).
+ * With gamma_b = max(gamma_m, t (1 + t)):
+ *   D = (gamma_m + gamma_b) A + 2 u |b| + 2^-148 * nodes   (|c_b - c_r| <= D)
  * (nodes weighted by |s_t v_t| for BLOCK_TILES as above).
- * The factor 2 is not slack: two orders can err in opposite directions.
+ * The sum of both is not slack: two orders can err in opposite directions.
  * Output rounding (f32 out: none; bf16 / f16: RNE once):
  *   |rnd(c_r) - c_r| <= h(ref)   (half an ulp of out's dtype at |ref|:
  *       rounding leaves the binade only up to a power of two, whose half
@@ -66,7 +73,8 @@
  * ref or A: +inf (the comparison checks the class of non-finite values).
  *
  * Not covered: accumulators narrower than f32 (Hopper fp8 tensor-core
- * accumulation keeps fewer mantissa bits than f32 between promotions), and
+ * accumulation keeps fewer mantissa bits than f32 between promotions: the
+ * fused path's e4m3 wgmma tiles, judged by fused_judge.h instead), and
  * backends that dequantize differently from the scheme's definition (e.g.
  * scales applied in an epilogue where the reference dequantizes first):
  * those need their own rows with their own counts. */
