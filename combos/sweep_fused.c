@@ -5,18 +5,10 @@
  * "fused-atomic.<stage>", each under its "any.fused.<stage>" row. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include "moe/tolerance.h"
 #include "sweep_internal.h"
 
 static const char *const VARIANT[2] = {"fused", "fused-atomic"};
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* one judged stage as a record under its tolerance row */
 static moe_status stage_record(const moe_sweep_case *c, const char *bname, int atomic, const moe_fused_stage *st,
@@ -81,14 +73,14 @@ moe_status sweep_fused_records(const moe_sweep_case *c, const moe_sweep_options 
         memset(&t, 0, sizeof t);
         char desc[160] = "";
         const int first = l->n;
-        double t0 = now_ms();
+        double t0 = sweep_now_ms();
         moe_status rs = run(&fpr, &in, &t, &m, desc, sizeof desc);
         moe_fused_verdict v;
         if (rs == MOE_OK) rs = moe_fused_judge(&fpr, &m, &in, &t.tr, &v);
         if (rs == MOE_OK) {
             for (int i = 0; i < v.n; i++)
                 if ((s = stage_record(c, bname, atomic, &v.st[i], desc, l))) return moe_fused_trace_store_free(&t), s;
-            if (l->n > first) l->v[first].time_ms = now_ms() - t0; /* the run and its judge, on the first stage */
+            if (l->n > first) l->v[first].time_ms = sweep_now_ms() - t0; /* the run and its judge, on the first stage */
         } else if ((s = no_trace(bname, atomic, rs, moe_last_error(), l))) {
             return moe_fused_trace_store_free(&t), s;
         }

@@ -38,6 +38,9 @@ typedef struct {
     int n, cap;
 } sweep_recs;
 
+/* the monotonic clock in milliseconds (records' time_ms) */
+double sweep_now_ms(void);
+
 /* a zeroed record for (backend, stage) appended to l, or NULL (no memory) */
 moe_sweep_record *sweep_rec_new(sweep_recs *l, const char *backend, const char *stage);
 

@@ -35,7 +35,7 @@ void moe_sweep_records_free(moe_sweep_record *recs, int n)
     free(recs);
 }
 
-static double now_ms(void)
+double sweep_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -225,9 +225,9 @@ static void run_backend(const moe_sweep_case *c, const sweep_class *k, const swe
     if (st == MOE_OK) st = moe_tensor_alloc(&out, p->xd, 2, (int64_t[2]){p->G, c->H});
     if (st == MOE_OK) {
         memset(out.data, 0xA5, out.nbytes); /* every element must be written */
-        double t0 = now_ms();
+        double t0 = sweep_now_ms();
         st = forward(c, mk, p, &out);
-        r->time_ms = now_ms() - t0;
+        r->time_ms = sweep_now_ms() - t0;
     }
     if (rp) moe_replay_end(rp);
     moe_backend_host_end(&sg);
