@@ -15,9 +15,11 @@
  *    this build), is skipped with the reason, never passed;
  *  - compatible, on one rank, for a backend with a fused experts path for
  *    the cell's pair (include/moe/fused_run.h): that path's forward on the
- *    same problem judged stage by stage (include/moe/fused_judge.h), one
- *    record per stage ("fused.layout", ...), or one "fused" record skipped
- *    with the path's reason (a scheme, size or activation it does not take).
+ *    same problem judged stage by stage (include/moe/fused_judge.h) with
+ *    each combine, one record per stage ("fused.layout", ... for the
+ *    deterministic combine, "fused-atomic.layout", ... for the atomic
+ *    one), or one "fused" / "fused-atomic" record skipped with the path's
+ *    reason (a scheme, size or activation it does not take).
  * Verdicts depend only on the case list and the seed (never on --jobs). */
 #ifndef MOE_SWEEP_H
 #define MOE_SWEEP_H
