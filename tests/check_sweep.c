@@ -232,6 +232,7 @@ static moe_status ref_runner(const moe_fused_problem *p, const moe_fused_inputs 
                              moe_fused_model *m, char *desc, size_t n)
 {
     if (fused_fault == 2) return moe_fail(MOE_ERR_UNSUPPORTED, "test runner: refused");
+    if (fused_fault == 3) return moe_fail(MOE_ERR_INVALID_ARG, "test runner: broken");
     moe_status s = moe_fused_ref_trace_make(p, in, t);
     if (s) return s;
     *m = (moe_fused_model){16, 24, 0, 0, 0.0};
@@ -253,6 +254,11 @@ static int fused_records(const moe_sweep_case *c, const moe_sweep_options *o, in
     for (int i = 0; i < nr; i++) {
         if (strncmp(r[i].stage, "fused", 5)) continue;
         n++;
+        if (r[i].verdict == MOE_VERDICT_ERROR) { /* a run that failed: an error, never a skip or a pass */
+            ck_assert_msg(fused_fault == 3 && strstr(r[i].reason, "test runner: broken"), "%s", r[i].reason);
+            (*fails)++;
+            continue;
+        }
         if (r[i].verdict == MOE_VERDICT_SKIPPED) {
             ck_assert_ptr_nonnull(strstr(r[i].reason, fused_fault == 2 ? "test runner: refused" : "bf16 x"));
             (*skips)++;
@@ -301,6 +307,9 @@ START_TEST(fused_records_judge_the_path)
     fused_fault = 2;
     ck_assert_int_eq(fused_records(&c, &o, &fails, &skips, &q8), 2);
     ck_assert_int_eq(skips, 2);
+    fused_fault = 3;
+    ck_assert_int_eq(fused_records(&c, &o, &fails, &skips, &q8), 2);
+    ck_assert_int_eq(fails, 2);
     fused_fault = 0;
     moe_sweep_case cf = c;
     cf.scheme = MOE_SCHEME_F32;
@@ -330,6 +339,18 @@ START_TEST(fused_records_judge_the_path)
     ck_assert_ptr_null(moe_fused_path_find("cuda-fast", "noep", "permute_grouped"));
     ck_assert_ptr_nonnull(moe_fused_path_find("cuda-fast", "noep", "triton_like"));
     ck_assert_ptr_null(moe_fused_path_find(NULL, "noep", "triton_like"));
+    ck_assert_int_ge(moe_fused_path_count(), 1);
+    ck_assert_ptr_null(moe_fused_path_get(-1));
+    ck_assert_ptr_null(moe_fused_path_get(moe_fused_path_count()));
+    /* this program links no CUDA library: the cuda-fast runner refuses, naming why */
+    const moe_fused_path *fp = moe_fused_path_find("cuda-fast", "noep", "triton_like");
+    moe_fused_trace_store ts;
+    moe_fused_model fm;
+    memset(&ts, 0, sizeof ts);
+    const moe_fused_problem fpr = {1, 8, 2, 256, 128, MOE_SCHEME_BF16,
+                                   moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 0};
+    ck_assert_int_eq(fp->run(&fpr, NULL, &ts, &fm, NULL, 0), MOE_ERR_UNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "cuda-fast"));
     moe_sweep_cache_release();
 }
 END_TEST
