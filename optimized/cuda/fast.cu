@@ -568,6 +568,10 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->trigger_early = avg <= 16 && touched * ((p->I + plan->bn1 - 1) / plan->bn1) <= 2 * 132;
     const int bm = plan->bm1;
     plan->max_blocks = (int)((slots + bm - 1) / bm + touched); /* sum of ceil(c_e / bm) over touched experts */
+    /* one token: the align kernel and the GEMMs' dependent layout reads
+     * were about 3 us of Qwen3-30B-A3B's 36 (NOTES.md v15) */
+    plan->slot_layout = p->M == 1 && bm == 16;
+    if (plan->slot_layout) plan->max_blocks = p->topk;
     const int cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);
     if (plan->max_blocks > cap / bm) plan->max_blocks = cap / bm;
     /* the GEMMs index block scales in int: rows x 128-groups */
@@ -578,7 +582,8 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     if ((kind == KIND_W4 || kind == KIND_MX4) && (int64_t)2 * p->I * p->H / 32 >= ((int64_t)1 << 31))
         return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: 2 I x H / 32 = %lld scales an expert over 2^31",
                         (long long)2 * p->I * p->H / 32);
-    plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR) + plan->persistent;
+    plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR) + plan->persistent -
+                     plan->slot_layout;
     plan->workspace = carve(p, bm, NULL, NULL);
     /* raise the shared-memory limit of the kernels this plan launches */
     cudaError_t ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
@@ -636,8 +641,12 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
                        (const int32_t *)NULL, 1, as, (const float *)w.amax, w.xq, w.sx);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
     }
-    moe_status st = moe_cuda_fx_align(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream);
-    if (st) return st;
+    if (plan->slot_layout && (p->M != 1 || plan->bm1 != 16 || plan->max_blocks != p->topk))
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (slot layout)");
+    if (!plan->slot_layout) {
+        moe_status st = moe_cuda_fx_align(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream);
+        if (st) return st;
+    }
     moe_act_params act = p->act;
     act.layout = MOE_LAYOUT_GATE_UP;
     fx::gemm_params g1;
@@ -649,6 +658,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (scaled) g1.w_scale = a->w1_scale;
     if (tensor) g1.amax_out = w.amax + 1;
     g1.tile_next = w.tiles;
+    if (plan->slot_layout)
+        g1.slot_ids = a->topk_ids, g1.row_of_slot = w.L.row_of_slot, g1.slot_bm = plan->bm1, g1.E = p->E, g1.slot_write = 1;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
      * kernel before each (NOTES.md, v7): their launch latency hides under
      * the previous kernel, and GEMM2 streams its first weight tiles while
@@ -669,6 +680,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     fx::gemm_params g2 = g1;
     g2.a = q8 ? (const void *)w.hq : w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = H, g2.K = I, g2.I = 0;
     g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1, g2.amax_out = NULL, g2.tile_next = w.tiles + 1;
+    g2.slot_write = 0;
     if (q8) g2.a_scale = w.sh, scale_geom(p, H, I, &g2);
     if (scaled) g2.w_scale = a->w2_scale;
     if (p->atomic) {

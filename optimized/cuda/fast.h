@@ -93,6 +93,10 @@ typedef struct {
                              * tile (gemm_kernel, the form before; same results bit for bit). plan_make sets it
                              * for 128-row plans unless MOE_FX_WS=0 is in the environment; a caller may clear it
                              * (the side-by-side check and timing) */
+    int slot_layout;        /* M = 1 on 16-row tiles: no align kernel; block b is slot b alone (its expert read
+                             * from topk_ids by the GEMMs), GEMM1 writes the layout's sorted, block_expert,
+                             * row_of_slot and num_blocks (counts and offsets are not written). A token's top-k
+                             * experts are distinct, so sorting one token's slots merges no weight reads */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 

@@ -64,7 +64,7 @@ enum Epi { EPI_STORE = 0, EPI_GATED = 1, EPI_WSTORE = 2, EPI_WATOMIC = 3 };
 struct gemm_params {
     const void *a;               /* A rows: a[(sorted[r] / a_div) * K] (a_gather) or a[r * K] */
     int a_gather, a_div;
-    const int32_t *sorted, *block_expert, *num_blocks;
+    int32_t *sorted, *block_expert, *num_blocks; /* written only in the slot layout (below) */
     const void *w;               /* [E, N, K] */
     int N, K, I;                 /* I: GATED's output width (N = 2I) */
     void *out;                   /* STORE: [P, N]; GATED: h [cap, I]; WSTORE: y [cap, N] */
@@ -86,6 +86,12 @@ struct gemm_params {
     int max_blocks, n_tiles, group; /* the grid (set by gemm_launch) */
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
     int *tile_next;              /* gemm_ws_kernel: the grid's tile counter, zero at its launch (fast_ws.cuh) */
+    /* the slot layout (fast.h, M = 1): block b holds slot b alone in its row b * slot_bm (the other rows pads),
+     * expert slot_ids[b] (outside [0, E): no rows); sorted, block_expert and num_blocks are not read, GEMM1
+     * (slot_write) writes them and row_of_slot for the kernels after it */
+    const int32_t *slot_ids;
+    int32_t *row_of_slot;
+    int slot_bm, E, slot_write;
 };
 
 template <class T> struct tc;
@@ -230,11 +236,17 @@ template <int QS> struct brow_of { static constexpr int v = QS >= QS_W4_INT ? 32
 
 #include "fast_w4.cuh"
 
+/* the slot of padded row r, -1 on pads */
+__device__ __forceinline__ int slot_at(const gemm_params &p, int r)
+{
+    return p.slot_ids ? (r % p.slot_bm ? -1 : r / p.slot_bm) : p.sorted[r];
+}
+
 /* the scale row of padded row r (times as_rs) and the weight scale index
  * of weight row n of expert e (gemm_params' scale geometry) */
 __device__ __forceinline__ int a_sidx(const gemm_params &p, int r)
 {
-    const int s = p.sorted[r];
+    const int s = slot_at(p, r);
     return (p.a_gather ? (s >= 0 ? s / p.a_div : 0) : r) * p.as_rs;
 }
 __device__ __forceinline__ int w_sidx(const gemm_params &p, int e, int n) { return e * p.ws_e + (n >> p.ws_sh) * p.ws_n; }
@@ -305,7 +317,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8;
-            const int slot = p.sorted[r];
+            const int slot = slot_at(p, r);
             if (EPI != EPI_GATED && slot < 0) continue; /* pad row: nothing to store */
             const float sa = esc && p.a_scale ? p.a_scale[a_sidx(p, r)] : 1.0f;
             if (EPI == EPI_GATED) {
@@ -413,8 +425,25 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
      * GEMM2's A rows (h) come from the kernel just before it, so GEMM2
      * streams its first weight tiles before it waits (pdl_prefetch) */
     if (!p.pdl_prefetch) asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    if (blk >= *p.num_blocks) return;
-    const int e = p.block_expert[blk];
+    int e;
+    if (p.slot_ids) { /* the slot layout: blk < max_blocks = slots; the expert from the routing itself */
+        e = p.slot_ids[blk];
+        const bool ok = e >= 0 && e < p.E;
+        if (p.slot_write && nt == 0 && (int)threadIdx.x < BM) {
+            p.sorted[blk * BM + threadIdx.x] = ok && threadIdx.x == 0 ? blk : -1;
+            if (threadIdx.x == 0) p.block_expert[blk] = ok ? e : -1, p.row_of_slot[blk] = ok ? blk * BM : -1;
+            if (threadIdx.x == 0 && blk == 0) *p.num_blocks = p.max_blocks;
+        }
+        /* a block with no rows still waits for the kernel before (GEMM2: GEMM1),
+         * so this grid's end implies that kernel's end, layout writes included */
+        if (!ok) {
+            if (p.pdl_prefetch) asm volatile("griddepcontrol.wait;\n" ::: "memory");
+            return;
+        }
+    } else {
+        if (blk >= *p.num_blocks) return;
+        e = p.block_expert[blk];
+    }
     /* decode GEMM1 fits in about one wave: let GEMM2's CTAs take the free
      * slots now and start on their weights (never for multi-wave grids,
      * where waiting CTAs would hold slots the primary still needs) */
@@ -435,7 +464,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 #pragma unroll
     for (int i = 0; i < C::A_PER; i++) {
         const int r = row0 + tid / 8 + i * (C::NT / 8);
-        const int s = p.sorted[r];
+        const int s = slot_at(p, r);
         aval[i] = s >= 0;
         const int64_t src = p.a_gather ? (s >= 0 ? s / p.a_div : 0) : r;
         arow[i] = (const T *)p.a + src * (int64_t)K + ck * EPC;

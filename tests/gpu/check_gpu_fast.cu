@@ -934,6 +934,58 @@ START_TEST(persistent_matches_one_cta)
 }
 END_TEST
 
+/* M = 1: the slot layout (fast.h: no align kernel, block b = slot b) against
+ * the align layout of the same plan (slot_layout cleared): the same tiles,
+ * each row computed alone, so the same bits; then once more with slot 1's id
+ * outside [0, E) (no rows either way). Every scheme: the 8-bit ones quantize
+ * h over the rows GEMM1's layout write counts. */
+static const moe_scheme SLOT_SCHEMES[] = {MOE_SCHEME_BF16,
+                                          MOE_SCHEME_FP8_WTENSOR_ATENSOR,
+                                          MOE_SCHEME_FP8_WCHANNEL_ATOKEN,
+                                          MOE_SCHEME_FP8_WBLOCK128_AGROUP128,
+                                          MOE_SCHEME_INT8_WCHANNEL_ATOKEN,
+                                          MOE_SCHEME_W4A16_G128,
+                                          MOE_SCHEME_MXFP4_W4A16};
+
+START_TEST(slot_layout_matches_align)
+{
+    const moe_scheme sc = SLOT_SCHEMES[_i];
+    const int q8 = !(sc == MOE_SCHEME_BF16 || sc == MOE_SCHEME_W4A16_G128 || sc == MOE_SCHEME_MXFP4_W4A16);
+    static const fcase cases[] = {{1, 32, 8, 1024, 768, MOE_ACT_SILU, 16}, {1, 16, 3, 256, 384, MOE_ACT_SWIGLUOAI, 16}};
+    for (size_t ci = 0; ci < 2; ci++)
+        for (int bad = 0; bad < 2; bad++) {
+            const fcase *c = &cases[ci];
+            fprob fb;
+            q8prob f8;
+            moe_cuda_fx_plan *plan = q8 ? &f8.plan : &fb.plan;
+            moe_tensor *ids = q8 ? &f8.ids : &fb.ids;
+            void *dids;
+            if (q8) q8prob_make(c, sc, 950 + ci, 0, &f8), dids = f8.dids;
+            else fprob_make_sc(c, sc, 950 + ci, 0, &fb), dids = fb.dids;
+            ck_assert_int_eq(plan->slot_layout, 1);
+            ck_assert_int_eq(plan->max_blocks, c->k);
+            if (bad) {
+                ((int32_t *)ids->data)[1] = c->E;
+                ck_assert_int_eq(cudaMemcpy(dids, ids->data, ids->nbytes, cudaMemcpyHostToDevice), cudaSuccess);
+            }
+            uint16_t *o_slot = q8 ? q8_run(&f8) : run_forward(&fb);
+            plan->slot_layout = 0;
+            uint16_t *o_align = q8 ? q8_run(&f8) : run_forward(&fb);
+            const size_t n = (size_t)c->H;
+            size_t diff = 0, nonfinite = 0;
+            for (size_t i = 0; i < n; i++) diff += o_slot[i] != o_align[i], nonfinite += !isfinite(moe_bf16_to_f32(o_slot[i]));
+            ck_assert_msg(nonfinite == 0, "%s case %zu: %zu outputs not finite", moe_scheme_name(sc), ci, nonfinite);
+            ck_assert_msg(diff == 0, "%s case %zu%s: slot and align layouts differ at %zu of %zu outputs",
+                          moe_scheme_name(sc), ci, bad ? " (an id outside [0, E))" : "", diff, n);
+            printf("slot layout %s case %zu%s: %zu outputs bit-identical to the align layout\n", moe_scheme_name(sc), ci,
+                   bad ? " (slot 1 outside [0, E))" : "", n);
+            free(o_slot), free(o_align);
+            if (q8) q8prob_free(&f8);
+            else fprob_free(&fb);
+        }
+}
+END_TEST
+
 START_TEST(forward_refusals)
 {
     /* a forward without its pieces, or with a plan that plan_make did not make */
@@ -1027,19 +1079,23 @@ END_TEST
  * the judge with the model it returns, desc names the tiles */
 START_TEST(run_traced_passes_judge)
 {
-    static const fcase cases[] = {{5, 8, 2, 256, 128, MOE_ACT_SILU, 16}, {600, 8, 2, 512, 256, MOE_ACT_SILU, 0}};
-    for (size_t ci = 0; ci < 2; ci++)
+    /* decode tiles, the slot layout (M = 1) and 128-row tiles (atomic) */
+    static const fcase cases[] = {{5, 8, 2, 256, 128, MOE_ACT_SILU, 16},
+                                  {600, 8, 2, 512, 256, MOE_ACT_SILU, 0},
+                                  {1, 8, 3, 256, 128, MOE_ACT_SILU, 16}};
+    for (size_t ci = 0; ci < 3; ci++)
         for (int q = 0; q < 2; q++) {
             const fcase *c = &cases[ci];
+            const int atomic = ci == 1;
             fprob fb;
             q8prob f8;
             moe_fused_inputs in;
             const moe_cuda_fx_problem *pp;
             if (q) {
-                q8prob_make(c, MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 900 + ci, (int)ci, &f8);
+                q8prob_make(c, MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 900 + ci, atomic, &f8);
                 in = (moe_fused_inputs){&f8.x, &f8.ids, &f8.w, &f8.w1q, &f8.w1s, &f8.w2q, &f8.w2s}, pp = &f8.p;
             } else {
-                fprob_make_sc(c, MOE_SCHEME_BF16, 900 + ci, (int)ci, &fb);
+                fprob_make_sc(c, MOE_SCHEME_BF16, 900 + ci, atomic, &fb);
                 in = (moe_fused_inputs){&fb.x, &fb.ids, &fb.w, &fb.w1, NULL, &fb.w2, NULL}, pp = &fb.p;
             }
             moe_fused_trace_store ts;
@@ -1053,7 +1109,7 @@ START_TEST(run_traced_passes_judge)
                    pp->atomic ? "atomic" : "det", desc, v.n, v.pass ? ", all within" : "");
             for (int i = 0; i < v.n; i++)
                 ck_assert_msg(!v.st[i].failures, "%s: %s", v.st[i].stage, v.st[i].where);
-            ck_assert_int_eq(v.n, q ? 6 - (int)ci : 4 - (int)ci);
+            ck_assert_int_eq(v.n, q ? 6 - atomic : 4 - atomic);
             moe_fused_trace_store_free(&ts);
             if (q) q8prob_free(&f8);
             else fprob_free(&fb);
@@ -1106,6 +1162,9 @@ static void add_tests(Suite *s)
     tcase_add_test(tc, piece_refusals);
     tcase_add_test(tc, forward_refusals);
     tcase_add_loop_test(tc, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
+    /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward, seconds) */
+    TCase *tl = gpu_tcase(s, "slot", 300);
+    tcase_add_loop_test(tl, slot_layout_matches_align, 0, (int)(sizeof SLOT_SCHEMES / sizeof SLOT_SCHEMES[0]));
     /* its own case: CK_RUN_CASE=persistent runs it alone (no host forward, seconds) */
     TCase *tw = gpu_tcase(s, "persistent", 600);
     tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
