@@ -283,8 +283,8 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
 }
 
 /* The tile configurations (NOTES.md: why these). Decode: 16-row blocks,
- * 4 (BN 128) or 2 (BN 64, when too few CTAs would stream the weights) warps
- * side by side along N. Prefill: 64-row blocks of 8 warps; 128-row blocks
+ * 4 warps side by side along N (BN 128, or BN 64 when too few CTAs would
+ * stream the weights; the 4-bit schemes' BN 64 tile keeps 2). Prefill: 64-row blocks of 8 warps; 128-row blocks
  * of two warpgroups, 128 x 256 for bf16, 128 x 128 for e4m3 (the promotion
  * keeps a second set of accumulators: 2 x 64 registers a thread). e4m3's
  * middle range (17-64 rows an expert) runs one warpgroup on 64 x 128
@@ -352,13 +352,16 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
  * read bandwidth, 6 / 8 at 95%); 4-bit stages hold a quarter of the bytes,
  * so more of them (48 KB a decode CTA since the codes go straight into
  * fragments, v12; the 64-row 4-bit tiles add a 16 KB dequantized row buffer); a 64 x 256 wgmma tile for the middle range lost to the
- * 64 x 128 mma.sync one (NOTES.md, v5). */
+ * 64 x 128 mma.sync one (NOTES.md, v5). The 16 x 64 tile runs four warps of
+ * 16 columns (two of 32 before): a decode CTA's k loop is bound by its
+ * warps' instruction latency, not by the weights in flight (NOTES.md v15:
+ * Qwen3-30B-A3B M = 1 33.6 -> 29.2 us). */
 template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
 {
     constexpr int W4 = QS >= fx::QS_W4_INT;
     switch (c) {
     case CFG_16x128: return f(tile<T, 16, 128, 1, 4, W4 ? 8 : 6, false, QS>());
-    case CFG_16x64: return f(tile<T, 16, 64, 1, 2, W4 ? 12 : 8, false, QS>());
+    case CFG_16x64: return f(tile<T, 16, 64, 1, W4 ? 2 : 4, W4 ? 12 : 8, false, QS>());
     case CFG_64x128: return f(tile<T, 64, 128, 2, 4, W4 ? 6 : 4, false, QS>());
     case CFG_128x256:
         if constexpr (sizeof(T) == 2 && !W4) return f(tile<T, 128, 256, 8, 1, 4, true, QS>());
