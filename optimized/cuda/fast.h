@@ -6,7 +6,8 @@
  *   align      one kernel: per-expert counts, rows padded to the tile
  *              height BM, each slot (token t, choice j: t * topk + j)
  *              placed in its expert's segment (atomic order: a row's
- *              result does not depend on where it lands), pads -1;
+ *              result does not depend on where it lands), pads -1; at
+ *              M = 1 no kernel: the slot layout (plan.slot_layout);
  *   GEMM1      grouped GEMM over (expert block, N tile), rows gathered
  *              from x through the layout (no permute pass), the gated
  *              activation in the epilogue (gate and up columns of one
