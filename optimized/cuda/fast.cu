@@ -183,8 +183,32 @@ __device__ void stats_add(float v, float &ai, float &mx, float &mn, int &nan)
  * scales are the reference's bits: per row (ROW), per 128 columns (GROUP:
  * a warp per group) or with the tensor's amax from tensor_amax (TENSOR:
  * amax_kernel or GEMM1's epilogue). Rows past *num_blocks * bm (never
- * written by GEMM1) are skipped. */
-__global__ void quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *num_blocks, int bm,
+ * written by GEMM1) are skipped. ROW / TENSOR rows move in 16-byte chunks
+ * of 8 elements (cols % 16 == 0 for 8-bit codes), the loops unrolled so
+ * a thread's loads are in flight together: with one 2-byte load an
+ * iteration each waited for the one before, and h's quantization took
+ * 45 us of Mixtral-8x7B's M = 16 forward (NOTES.md v16). Maxima are exact
+ * in any order, so the statistics do not depend on the chunking. */
+__device__ __forceinline__ void bf16x8_f32(const uint4 &v, float *f)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+}
+
+/* threads a row: a warp per 128-group, or two 16-byte chunks a thread,
+ * 128 to 1024: long rows of few-row decode grids need the warps to hide
+ * the element encoding's latency (256 threads: 28 us for Mixtral-8x7B's
+ * h at M = 16), thousands of short rows (DeepSeek-V3, I 2048) need many
+ * CTAs an SM (1024 threads for all: 4-19% slower forwards, NOTES.md v16) */
+constexpr int QUANT_THREADS = 1024;
+unsigned quant_threads(const moe_quant_spec &s, int cols)
+{
+    const int t = s.gran == MOE_GRAN_GROUP ? cols / s.group_k * 32 : (cols / 16 + 31) / 32 * 32;
+    return (unsigned)(t < 128 ? 128 : t > QUANT_THREADS ? QUANT_THREADS : t);
+}
+
+__global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *num_blocks, int bm,
                                   moe_quant_spec spec, const float *tensor_amax, uint8_t *q, float *scale)
 {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
@@ -199,16 +223,20 @@ __global__ void quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_
         for (int gi = w; gi < ng; gi += nw) {
             float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
             int nan = 0;
+#pragma unroll 4
             for (int c = lane; c < G; c += 32) stats_add(__bfloat162float(xr[gi * G + c]), ai, mx, mn, nan);
             warp_stats(ai, mx, mn, nan);
             const moe_q_stats st = group_stats(ai, mx, mn, nan);
             moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
             if (lane == 0) scale[r * ng + gi] = grp.scale;
+#pragma unroll 4
             for (int c = lane; c < G; c += 32)
                 qr[gi * G + c] = moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c])));
         }
         return;
     }
+    const uint4 *xv = (const uint4 *)xr;
+    const int nc = cols / 8;
     moe_q_stats st;
     if (spec.gran == MOE_GRAN_TENSOR) {
         const float a = *tensor_amax; /* NaN elements were skipped: amax_nan IGNORE */
@@ -216,7 +244,13 @@ __global__ void quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_
     } else {
         float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
         int nan = 0;
-        for (int c = threadIdx.x; c < cols; c += blockDim.x) stats_add(__bfloat162float(xr[c]), ai, mx, mn, nan);
+#pragma unroll 4
+        for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+            float f[8];
+            bf16x8_f32(xv[c], f);
+#pragma unroll
+            for (int i = 0; i < 8; i++) stats_add(f[i], ai, mx, mn, nan);
+        }
         __shared__ float s_ai[32], s_mx[32], s_mn[32];
         __shared__ int s_nan[32];
         warp_stats(ai, mx, mn, nan);
@@ -228,19 +262,43 @@ __global__ void quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_
     }
     moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
     if (threadIdx.x == 0 && (spec.gran != MOE_GRAN_TENSOR || r == 0)) scale[spec.gran == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
-    for (int c = threadIdx.x; c < cols; c += blockDim.x)
-        qr[c] = moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, __bfloat162float(xr[c])));
+#pragma unroll 2
+    for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+        float f[8];
+        bf16x8_f32(xv[c], f);
+        uint32_t lo = 0, hi = 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo |= (uint32_t)moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, f[i])) << (8 * i);
+            hi |= (uint32_t)moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, f[4 + i])) << (8 * i);
+        }
+        ((uint2 *)qr)[c] = make_uint2(lo, hi);
+    }
 }
 
 /* max |x| over the non-NaN elements of x (fp8_wtensor_atensor's x) into
  * *amax (zeroed before; f32 bits of values >= 0 order as u32) */
 __global__ void amax_kernel(const __nv_bfloat16 *x, int64_t n, float *amax)
 {
+    /* 16-byte chunks (n % 8 == 0: H % 16), one atomic a CTA: with one a
+     * warp, 33k warps queued on one address (NOTES.md v16) */
     float m = 0.0f;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        m = fmaxf(m, fabsf(__bfloat162float(x[i])));
+    const uint4 *xv = (const uint4 *)x;
+#pragma unroll 4
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n / 8; i += (int64_t)gridDim.x * blockDim.x) {
+        float f[8];
+        bf16x8_f32(xv[i], f);
+#pragma unroll
+        for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(f[j])); /* NaN skipped (fmaxf) */
+    }
+    __shared__ float s_m[32];
     for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((threadIdx.x & 31) == 0 && m > 0.0f) atomicMax((unsigned *)amax, __float_as_uint(m));
+    if ((threadIdx.x & 31) == 0) s_m[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < (int)(blockDim.x >> 5); i++) m = fmaxf(m, s_m[i]);
+        if (m > 0.0f) atomicMax((unsigned *)amax, __float_as_uint(m));
+    }
 }
 
 unsigned grid_for(int64_t n, int threads)
@@ -290,8 +348,14 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
  * middle range (17-64 rows an expert) runs one warpgroup on 64 x 128
  * (64x128W): mma.sync e4m3 runs at half the rate of s8 on this chip, and
  * two such CTAs an SM overlap one's promotion with the other's wgmma (v11). */
-enum Cfg { CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_128x128, CFG_64x128W, CFG_COUNT };
-const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128, 64}, CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128, 128};
+enum Cfg {
+    CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_128x128, CFG_64x128W,
+    CFG_16x128S, CFG_16x64S, CFG_32x128S, CFG_32x64S, CFG_COUNT
+};
+const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128, 64, 16, 16, 32, 32},
+          CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128, 128, 128, 64, 128, 64};
+/* the swapped decode tiles (weights as wgmma's A; plan.swapped) */
+int is_swapped(int c) { return c >= CFG_16x128S && c <= CFG_32x64S; }
 
 /* What the GEMMs multiply: bf16 values, e4m3 codes with epilogue scales
  * (per tensor / per row), e4m3 codes with k-tile scales (block 128), int8
@@ -324,7 +388,15 @@ int cfg_ok(Kind k, int c)
     if (c < 0 || c >= CFG_COUNT) return 0;
     if (c == CFG_128x256) return k == KIND_BF16;
     if (c == CFG_128x128 || c == CFG_64x128W) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
+    if (is_swapped(c)) return k == KIND_BF16 || k == KIND_FP8 || k == KIND_FP8_BLOCK;
     return 1;
+}
+
+/* a decode tile in its swapped wgmma form (plan.swapped), 16 or 32 token rows */
+int swap_cfg(int c, int rows32)
+{
+    if (c == CFG_16x128) return rows32 ? CFG_32x128S : CFG_16x128S;
+    return c == CFG_16x64 ? (rows32 ? CFG_32x64S : CFG_16x64S) : c;
 }
 
 /* one instantiation of the GEMM: its shared-memory limit and its launch;
@@ -359,6 +431,7 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
 template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
 {
     constexpr int W4 = QS >= fx::QS_W4_INT;
+    constexpr bool SWT = (sizeof(T) == 2 && !W4) || std::is_same<T, __nv_fp8_e4m3>::value; /* swapped tiles */
     switch (c) {
     case CFG_16x128: return f(tile<T, 16, 128, 1, 4, W4 ? 8 : 6, false, QS>());
     case CFG_16x64: return f(tile<T, 16, 64, 1, W4 ? 2 : 4, W4 ? 12 : 8, false, QS>());
@@ -371,6 +444,18 @@ template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
         break;
     case CFG_64x128W:
         if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return f(tile<T, 64, 128, 4, 1, 4, true, QS>());
+        break;
+    case CFG_16x128S:
+        if constexpr (SWT) return f(tile<T, 16, 128, 1, 4, 6, true, QS>());
+        break;
+    case CFG_16x64S:
+        if constexpr (SWT) return f(tile<T, 16, 64, 1, 4, 8, true, QS>());
+        break;
+    case CFG_32x128S:
+        if constexpr (SWT) return f(tile<T, 32, 128, 2, 2, 5, true, QS>());
+        break;
+    case CFG_32x64S:
+        if constexpr (SWT) return f(tile<T, 32, 64, 2, 2, 8, true, QS>());
         break;
     }
     return cudaErrorInvalidValue;
@@ -562,6 +647,19 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     else if (avg <= 64 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK)) c1 = c2 = CFG_64x128W;
     else if (avg <= 64 || kind == KIND_I8 || kind == KIND_W4 || kind == KIND_MX4) c1 = c2 = CFG_64x128;
     else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
+    /* the decode tiles on wgmma, weights as A (NOTES.md v16: mma.sync e4m3 is emulated on this chip) */
+    const char *sw_env = getenv("MOE_FX_SWAP");
+    /* not fp8_wtensor_atensor: its h scale is one max over all of h, and the
+     * promoted sums' h, a bf16 ulp off the host's more often than mma.sync's,
+     * moved that max and so every code of h (measured 2.7e-2 relative L2
+     * from the host forward at M 40 E 16, against 1e-2; NOTES.md v16) */
+    plan->swapped = CFG_BM[c1] == 16 && cfg_ok(kind, CFG_16x128S) && p->scheme != MOE_SCHEME_FP8_WTENSOR_ATENSOR &&
+                    !(sw_env && !strcmp(sw_env, "0"));
+    /* 32 token rows a block (one weight pass for experts of 17-32 slots) where
+     * GEMM1's k chain is long: Mixtral-8x7B M = 64 4-8% faster, Qwen3-30B-A3B
+     * M = 256 (H 2048) 4-15% slower, and at 5-8 slots an expert slower too (NOTES.md v16) */
+    const int rows32 = avg > 8 && p->H >= 4096;
+    if (plan->swapped) c1 = swap_cfg(c1, rows32), c2 = swap_cfg(c2, rows32);
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
     const char *ws_env = getenv("MOE_FX_WS");
     plan->persistent = plan->bm1 == 128 && !(ws_env && !strcmp(ws_env, "0"));
@@ -588,21 +686,29 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR) + plan->persistent -
                      plan->slot_layout;
     plan->workspace = carve(p, bm, NULL, NULL);
-    /* raise the shared-memory limit of the kernels this plan launches */
-    cudaError_t ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
-    if (ce == cudaSuccess)
-        ce = with_tile(kind, c2, [&](auto t) {
-            return p->atomic ? decltype(t)::template prepare<fx::EPI_WATOMIC>() : decltype(t)::template prepare<fx::EPI_WSTORE>();
-        });
+    /* raise the shared-memory limit of the kernels this plan launches, and of
+     * the mma.sync form of 16-row swapped plans (a caller may clear swapped) */
+    const int u1 = c1 == CFG_16x128S ? CFG_16x128 : c1 == CFG_16x64S ? CFG_16x64 : c1;
+    const int u2 = c2 == CFG_16x128S ? CFG_16x128 : c2 == CFG_16x64S ? CFG_16x64 : c2;
+    cudaError_t ce = cudaSuccess;
+    for (int form = 0; form < (u1 != c1 ? 2 : 1) && ce == cudaSuccess; form++) {
+        ce = with_tile(kind, form ? u1 : c1, [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
+        if (ce == cudaSuccess)
+            ce = with_tile(kind, form ? u2 : c2, [&](auto t) {
+                return p->atomic ? decltype(t)::template prepare<fx::EPI_WATOMIC>() : decltype(t)::template prepare<fx::EPI_WSTORE>();
+            });
+    }
     if (ce != cudaSuccess) return moe_cu_fail(ce, "cudaFuncSetAttribute (fx gemm)");
     return MOE_OK;
 }
 
-/* a plan's tile: e4m3 has the wgmma form of 64 x 128, the others mma.sync */
-static int cfg_of(Kind k, int bm, int bn)
+/* a plan's tile: e4m3 has the wgmma form of 64 x 128, the others
+ * mma.sync; the decode tiles' form is the plan's (swapped) */
+static int cfg_of(Kind k, int bm, int bn, int swapped)
 {
     for (int c = 0; c < CFG_COUNT; c++)
-        if (CFG_BM[c] == bm && CFG_BN[c] == bn && cfg_ok(k, c) && !(c == CFG_64x128 && cfg_ok(k, CFG_64x128W)))
+        if (CFG_BM[c] == bm && CFG_BN[c] == bn && cfg_ok(k, c) && !(c == CFG_64x128 && cfg_ok(k, CFG_64x128W)) &&
+            (bm >= 64 || is_swapped(c) == (swapped != 0)))
             return c;
     return -1;
 }
@@ -614,7 +720,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: problem, plan, args and workspace must not be NULL");
     if (!scheme_ok(p->scheme)) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_forward: scheme %s", moe_scheme_name(p->scheme));
     const Kind kind = kind_of(p->scheme);
-    const int c1 = cfg_of(kind, plan->bm1, plan->bn1 * 2), c2 = cfg_of(kind, plan->bm2, plan->bn2), q8 = is_q8(p);
+    const int c1 = cfg_of(kind, plan->bm1, plan->bn1 * 2, plan->swapped), c2 = cfg_of(kind, plan->bm2, plan->bn2, plan->swapped);
+    const int q8 = is_q8(p);
     const int scaled = kind != KIND_BF16;
     if (!cfg_ok(kind, c1) || !cfg_ok(kind, c2) || plan->bm1 != plan->bm2)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this scheme");
@@ -626,6 +733,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (carve(p, plan->bm1, NULL, NULL) > plan->workspace)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (workspace %zu < %zu)",
                         plan->workspace, carve(p, plan->bm1, NULL, NULL));
+    if (plan->slot_layout && (p->M != 1 || plan->bm1 != 16 || plan->max_blocks != p->topk))
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (slot layout)");
     fx_ws w;
     carve(p, plan->bm1, workspace, &w);
     moe_quant_spec as;
@@ -636,16 +745,15 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     cudaError_t ce;
     if (tensor) {
         const int64_t n = (int64_t)p->M * p->H;
-        ce = launch_ex(amax_kernel, grid_for(n, 256), 256, S(stream), false, (const __nv_bfloat16 *)a->x, n, w.amax);
+        const unsigned gb = grid_for(n / 8, 256);
+        ce = launch_ex(amax_kernel, gb < 4 * 132 ? gb : 4 * 132, 256, S(stream), false, (const __nv_bfloat16 *)a->x, n, w.amax);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx amax_kernel (x)");
     }
     if (q8) { /* x, before the align (which does not read it) */
-        ce = launch_ex(quant_rows_kernel, (unsigned)p->M, 256, S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
+        ce = launch_ex(quant_rows_kernel, (unsigned)p->M, quant_threads(as, p->H), S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
                        (const int32_t *)NULL, 1, as, (const float *)w.amax, w.xq, w.sx);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
     }
-    if (plan->slot_layout && (p->M != 1 || plan->bm1 != 16 || plan->max_blocks != p->topk))
-        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (slot layout)");
     if (!plan->slot_layout) {
         moe_status st = moe_cuda_fx_align(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream);
         if (st) return st;
@@ -675,7 +783,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
     if (q8) { /* h per padded row, rows of the used blocks only */
-        ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, 256, s, true, (const __nv_bfloat16 *)w.h, I,
+        ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, quant_threads(as, I), s, true, (const __nv_bfloat16 *)w.h, I,
                        (const int32_t *)w.L.num_blocks, plan->bm1, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq,
                        w.sh);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");
@@ -754,7 +862,8 @@ extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const
     if (k == KIND_I8) m.exact = 1;
     if (k == KIND_FP8 || k == KIND_FP8_BLOCK) {
         m.k_step = 32;
-        if (plan->bm1 >= 64) m.acc_bits = 14, m.promote_k = 128; /* the e4m3 wgmma tiles (64x128W, 128x128) */
+        /* the e4m3 wgmma tiles (64x128W, 128x128, the swapped decode tiles) */
+        if (plan->bm1 >= 64 || plan->swapped) m.acc_bits = 14, m.promote_k = 128;
     }
     if (k == KIND_W4) m.dev = 0x1p-8; /* int4 decode tiles: c * s unrounded against round_bf16(c * s) */
     return m;

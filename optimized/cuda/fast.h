@@ -31,7 +31,8 @@
  * the device by the reference's rule and encoding (reference/quant_core.h:
  * per tensor from a max |x| pass and GEMM1's epilogue, per token, or per
  * 128-group), the GEMMs multiply codes (mma.sync m16n8k32; e4m3 prefill
- * tiles on wgmma with the k-tile sums promoted to f32 registers) and apply
+ * tiles and the swapped decode tiles (plan.swapped) on wgmma with the
+ * k-tile sums promoted to f32 registers) and apply
  * the scales in f32: (sum * a_scale) * w_scale in the epilogue, or per
  * 128-wide k tile for the block scheme (gemm.h's BLOCK_TILES order); g, u,
  * h and the outputs are bf16.
@@ -98,6 +99,10 @@ typedef struct {
                              * from topk_ids by the GEMMs), GEMM1 writes the layout's sorted, block_expert,
                              * row_of_slot and num_blocks (counts and offsets are not written). A token's top-k
                              * experts are distinct, so sorting one token's slots merges no weight reads */
+    int swapped;            /* the 16-row decode tiles of bf16 and e4m3 run on wgmma with the weights as the A operand
+                             * (64 weight rows by 16 token rows; fast_gemm.cuh, NOTES.md v16); 0: mma.sync with
+                             * the tokens as A (the form before; int8 and the 4-bit schemes always). plan_make sets
+                             * it unless MOE_FX_SWAP=0 is in the environment; a caller may clear it */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 

@@ -222,8 +222,11 @@ template <int BM, int BN, int WM, int WN, int STAGES, bool WG = false, int BROW 
     static constexpr int SMEM = STAGES * STAGE_BYTES + (BROW != 128 && WM > 1 ? BN * 128 : 0) + (WG ? 1024 : 0);
     static_assert(BROW == 128 || (BROW == 32 && !WG), "4-bit codes: mma.sync tiles");
     static_assert(!WG || (WN == 1 && WTM == 16 && BM % 64 == 0 && (BN == 128 || BN == 256) && STAGE_BYTES % 1024 == 0 &&
-                          BM * 128 % 1024 == 0),
-                  "wgmma tiles: warpgroups of 64 rows, n 128 or 256");
+                          BM * 128 % 1024 == 0) ||
+                      ((BM == 16 || BM == 32) && WM * 16 == BM && WM * WN == 4 && (BN == 64 || BN == 128) &&
+                       STAGE_BYTES % 1024 == 0),
+                  "wgmma tiles: warpgroups of 64 rows, n 128 or 256; swapped decode tiles: 16 or 32 token rows, one "
+                  "warpgroup");
     static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile: whole m16 and pairs of n8 fragments");
     static_assert(BM * 8 % NT == 0 && BN * CPR % NT == 0 && A_PER >= 1 && B_PER >= 1, "whole chunks per thread");
 };
@@ -399,6 +402,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 {
     typedef cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v> C;
     constexpr bool E4 = std::is_same<T, __nv_fp8_e4m3>::value;
+    constexpr bool SW = WG && BM < 64;   /* the swapped decode tiles (below) */
     constexpr bool PROMO = WG && E4;     /* e4m3 wgmma: f32 promotion every k tile */
     constexpr bool W4 = QS >= QS_W4_INT;    /* 4-bit weight codes (fast_w4.cuh) */
     constexpr bool W4R = W4 && WM == 1;     /* decode tiles: codes to B fragments in registers */
@@ -641,7 +645,62 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
         cp_async_commit();
         return sbase + (kt % STAGES) * C::STAGE_BYTES;
     };
-    if constexpr (PROMO) {
+    /* SW: the decode tiles with the operands swapped: the weights are
+     * wgmma's A (BN / 64 blocks of 64 rows), the BM = 16 / 32 token rows its B (n16 / n32;
+     * both K-major in the same swizzled stages the mma.sync tile loads). On
+     * this chip mma.sync e4m3 is two f16 HMMAs behind three conversions
+     * (SASS: F2FP.F16.E4M3.UNPACK_B), so a decode CTA's k loop was bound by
+     * its instruction latency; one warpgroup issues BN / 16 wgmma a k tile
+     * instead (NOTES.md v16). e4m3 sums are promoted to f32 every k tile as
+     * in the 128-row tile. The sums are transposed through shared memory
+     * into the mma.sync fragment layout of a BM x BN tile of four warps
+     * (C), so the epilogue is the same code. */
+    constexpr int SWR = SW ? BM / 2 : 1; /* accumulators a thread for each 64 weight rows */
+    float sw_d[SW ? BN / 64 : 1][SWR], sw_t[SW && PROMO ? BN / 64 : 1][SWR];
+    if constexpr (SW) {
+        constexpr int NB = BN / 64, KW = E4 ? 2 : std::is_same<T, __half>::value ? 1 : 0;
+#pragma unroll
+        for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+            for (int i = 0; i < SWR; i++) sw_d[mb][i] = 0.0f, sw_t[PROMO ? mb : 0][i] = 0.0f;
+        int sai[BM / 8][2], swi[NB][2]; /* QS_KTILE: the scale offsets of the thread's tokens and weight rows */
+        if constexpr (QS == QS_KTILE) {
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) sai[j][c] = a_sidx(p, row0 + 8 * j + t2 + c);
+#pragma unroll
+            for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) swi[mb][h] = w_sidx(p, e, b_row<EPI, BN>(p, nt, mb * 64 + warp * 16 + g + 8 * h));
+        }
+        for (int kt = 0; kt < KT; kt++) {
+            const uint32_t sa = next_tile(kt), sb = sa + BM * 128;
+            const uint64_t db = smem_desc(sa);
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+            for (int mb = 0; mb < NB; mb++) {
+                const uint64_t da = smem_desc(sb + mb * 64 * 128);
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) wgmma_swap<KW, BM>(sw_d[mb], da + 2 * kk, db + 2 * kk, PROMO ? kk > 0 : 1);
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            if constexpr (PROMO) {
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                /* d[4j + 2h + c]: weight row 16 warp + g + 8h of the block, token 8j + t2 + c */
+#pragma unroll
+                for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+                    for (int i = 0; i < SWR; i++) {
+                        if constexpr (QS == QS_KTILE)
+                            sw_t[mb][i] = sw_t[mb][i] + (sw_d[mb][i] * p.a_scale[sai[i >> 2][i & 1] + kt]) * p.w_scale[swi[mb][(i >> 1) & 1] + kt];
+                        else sw_t[mb][i] = sw_t[mb][i] + sw_d[mb][i];
+                    }
+            } else {
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            }
+        }
+    } else if constexpr (PROMO) {
         /* wgmma of tile kt into part, waited for, then added into acc: a
          * second partial buffer (wgmma of kt + 1 while kt is added) made
          * ptxas serialize every wgmma (C7514: non-wgmma instructions read
@@ -756,6 +815,22 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     }
     cp_async_wait<0>();
     if (WG && !PROMO) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    if constexpr (SW) { /* [token][weight row] in the (now idle) stages, rows padded against bank conflicts */
+        constexpr int NB = BN / 64, S = BN + 4; /* BM x S f32: within the stages */
+        float *tr = (float *)(smem + (sbase - (uint32_t)__cvta_generic_to_shared(smem)));
+        __syncthreads();
+#pragma unroll
+        for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+            for (int i = 0; i < SWR; i++)
+                if constexpr (PROMO) tr[(8 * (i >> 2) + t2 + (i & 1)) * S + mb * 64 + warp * 16 + g + 8 * ((i >> 1) & 1)] = sw_t[mb][i];
+                else tr[(8 * (i >> 2) + t2 + (i & 1)) * S + mb * 64 + warp * 16 + g + 8 * ((i >> 1) & 1)] = sw_d[mb][i];
+        __syncthreads();
+#pragma unroll
+        for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[0][ni][q] = tr[(wm * 16 + g + 8 * (q >> 1)) * S + wn * C::WTN + ni * 8 + t2 + (q & 1)];
+    }
 
     epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, wm, wn, lane);
 }

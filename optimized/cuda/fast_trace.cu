@@ -140,7 +140,7 @@ extern "C" moe_status moe_cuda_fx_run_traced(const moe_fused_problem *p, const m
     *m = moe_cuda_fx_model(p, &plan);
     if (desc && n)
         snprintf(desc, n, "tiles %dx%d / %dx%d%s, model k_step %d acc %d promote %d%s", plan.bm1, plan.bn1, plan.bm2,
-                 plan.bn2, plan.persistent ? " persistent" : "", m->k_step, m->acc_bits, m->promote_k,
+                 plan.bn2, plan.persistent ? " persistent" : plan.swapped ? " swapped" : "", m->k_step, m->acc_bits, m->promote_k,
                  m->exact ? " exact" : "");
     return MOE_OK;
 }

@@ -199,6 +199,13 @@ static void w4_weights(moe_scheme sc, moe_tensor *w, moe_tensor *q, moe_tensor *
     *w = f;
 }
 
+/* a case's tile height: 32 (the swapped decode tiles' 32-row form) is 16
+ * where the plan keeps mma.sync (int8, 4-bit, MOE_FX_SWAP=0) */
+static int want_bm(const fcase *c, const moe_cuda_fx_plan *plan)
+{
+    return c->expect_bm == 32 && !plan->swapped ? 16 : c->expect_bm;
+}
+
 static void fprob_make_sc(const fcase *c, moe_scheme sc, uint64_t seed, int atomic, fprob *f)
 {
     memset(f, 0, sizeof *f);
@@ -215,7 +222,7 @@ static void fprob_make_sc(const fcase *c, moe_scheme sc, uint64_t seed, int atom
     f->p.M = c->M, f->p.E = c->E, f->p.topk = c->k, f->p.H = c->H, f->p.I = c->I;
     f->p.scheme = sc, f->p.act = moe_act_defaults(c->act, MOE_LAYOUT_GATE_UP), f->p.atomic = atomic;
     ck_assert_msg(moe_cuda_fx_plan_make(&f->p, &f->plan) == MOE_OK, "%s", moe_last_error());
-    if (c->expect_bm && sc == MOE_SCHEME_BF16) ck_assert_int_eq(f->plan.bm1, c->expect_bm); /* 4-bit: no 128-row tile */
+    if (c->expect_bm && sc == MOE_SCHEME_BF16) ck_assert_int_eq(f->plan.bm1, want_bm(c, &f->plan)); /* 4-bit: no 128-row tile */
     f->dx = dcopy(&f->x), f->dids = dcopy(&f->ids), f->dw = dcopy(&f->w);
     if (sc == MOE_SCHEME_BF16) {
         f->dw1 = dcopy(&f->w1), f->dw2 = dcopy(&f->w2);
@@ -369,6 +376,8 @@ static const fcase FCASES[] = {
      * less: the kernels see the bench's tiles and GEMM1 grids) */
     {1, 16, 8, 2048, 768, MOE_ACT_SILU, 16},      {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
     {2, 8, 4, 2880, 2880, MOE_ACT_SWIGLUOAI, 16},
+    /* 12 slots an expert at H 4096: the 32-row swapped decode tiles */
+    {24, 4, 2, 4096, 128, MOE_ACT_SILU, 32},
 };
 
 /* bf16, and the weight-only 4-bit schemes, whose host forward is the bf16
@@ -527,7 +536,7 @@ static void q8prob_make(const fcase *c, moe_scheme sc, uint64_t seed, int atomic
     f->p.scheme = sc, f->p.act = moe_act_defaults(c->act, MOE_LAYOUT_GATE_UP);
     f->p.atomic = atomic;
     ck_assert_msg(moe_cuda_fx_plan_make(&f->p, &f->plan) == MOE_OK, "%s", moe_last_error());
-    if (c->expect_bm) ck_assert_int_eq(f->plan.bm1, c->expect_bm);
+    if (c->expect_bm) ck_assert_int_eq(f->plan.bm1, want_bm(c, &f->plan));
     f->dx = dcopy(&f->x), f->dids = dcopy(&f->ids), f->dw = dcopy(&f->w);
     f->dw1 = dcopy(&f->w1q), f->dw1s = dcopy(&f->w1s), f->dw2 = dcopy(&f->w2q), f->dw2s = dcopy(&f->w2s);
     ck_assert_int_eq(cudaMalloc(&f->dout, (size_t)c->M * c->H * 2), cudaSuccess);
@@ -666,6 +675,7 @@ START_TEST(fused_q8_matches_host)
         {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},          {40, 16, 4, 512, 256, MOE_ACT_SILU, 16},
         {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},  {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
         {600, 8, 2, 512, 256, MOE_ACT_SILU, 0},          {400, 4, 2, 2048, 512, MOE_ACT_SWIGLUOAI, 0},
+        {24, 4, 2, 4096, 128, MOE_ACT_SILU, 32},
     };
     const moe_scheme sc = Q8_SCHEMES[_i];
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -682,9 +692,11 @@ START_TEST(fused_q8_matches_host)
         /* as the bf16 path, plus: an h element a bf16 ulp off the host's can
          * land on the other side of an 8-bit rounding boundary (steps of 2^-3
          * relative for e4m3); rare on mma.sync tiles (measured 0 to 5e-5),
-         * more often on the promoted e4m3 wgmma tiles, whose tensor-core sums
-         * within a k tile keep fewer bits than f32 (measured 3.8e-3 to
-         * 5.7e-3, all of it through h's requantization) */
+         * more often on the promoted e4m3 wgmma tiles (prefill and the
+         * swapped decode tiles), whose tensor-core sums within a k tile keep
+         * fewer bits than f32 (measured 2.5e-3 to 5.7e-3, all of it through
+         * h's requantization; the per-tensor scheme keeps mma.sync decode
+         * tiles, fast.cu) */
         check_fused(sc, ci, c, &f.plan, ref, o1, o2, oa, 1e-2);
         free(ref);
         q8prob_free(&f), q8prob_free(&fa);
@@ -819,9 +831,9 @@ static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem
     const moe_fused_model m = moe_cuda_fx_model(p, plan);
     moe_fused_verdict v;
     ck_assert_msg(moe_fused_judge(p, &m, in, &tr, &v) == MOE_OK, "%s", moe_last_error());
-    printf("stagewise %s case %zu M%d E%d k%d H%d I%d %s bm %d (model k%d acc %d promote %d%s):", name, ci, p->M, p->E,
-           p->topk, p->H, p->I, p->atomic ? "atomic" : "det", plan->bm1, m.k_step, m.acc_bits, m.promote_k,
-           m.exact ? " exact" : "");
+    printf("stagewise %s case %zu M%d E%d k%d H%d I%d %s bm %d%s (model k%d acc %d promote %d%s):", name, ci, p->M, p->E,
+           p->topk, p->H, p->I, p->atomic ? "atomic" : "det", plan->bm1, plan->swapped ? " swapped" : "", m.k_step,
+           m.acc_bits, m.promote_k, m.exact ? " exact" : "");
     for (int i = 0; i < v.n; i++)
         printf(" %s %lld/%lld share %.3g%s", v.st[i].stage + 6, (long long)v.st[i].failures, (long long)v.st[i].n,
                v.st[i].share, i + 1 < v.n ? "," : "\n");
@@ -852,6 +864,11 @@ START_TEST(fused_stagewise_within_bounds)
                 moe_fused_inputs in = {&f.x, &f.ids, &f.w, bf ? &f.w1 : &f.q1, bf ? NULL : &f.s1, bf ? &f.w2 : &f.q2,
                                        bf ? NULL : &f.s2};
                 judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
+                if (f.plan.swapped && f.plan.bm1 == 16) { /* the mma.sync form of the 16-row tiles too (plan.swapped cleared) */
+                    f.plan.swapped = 0;
+                    free(run_forward(&f));
+                    judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
+                }
                 fprob_free(&f);
             }
             continue;
@@ -860,6 +877,7 @@ START_TEST(fused_stagewise_within_bounds)
             {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},          {40, 16, 4, 512, 256, MOE_ACT_SILU, 16},
             {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},  {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
             {600, 8, 2, 512, 256, MOE_ACT_SILU, 0},          {400, 4, 2, 2048, 512, MOE_ACT_SWIGLUOAI, 0},
+            {24, 4, 2, 4096, 128, MOE_ACT_SILU, 32},
         };
         const moe_scheme sc = Q8_SCHEMES[_i - nw];
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -869,6 +887,11 @@ START_TEST(fused_stagewise_within_bounds)
             free(q8_run(&f));
             moe_fused_inputs in = {&f.x, &f.ids, &f.w, &f.w1q, &f.w1s, &f.w2q, &f.w2s};
             judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
+            if (f.plan.swapped && f.plan.bm1 == 16) {
+                f.plan.swapped = 0;
+                free(q8_run(&f));
+                judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
+            }
             q8prob_free(&f);
         }
     }
@@ -986,6 +1009,42 @@ START_TEST(slot_layout_matches_align)
 }
 END_TEST
 
+/* which plans take the swapped decode tiles (fast.h: plan.swapped): the
+ * decode plans of bf16 and the e4m3 schemes, unless MOE_FX_SWAP=0; 32 token
+ * rows a block from 9 slots an expert on average at H >= 4096 */
+START_TEST(plan_decode_forms)
+{
+    static const struct {
+        moe_scheme sc;
+        int M, want;
+    } t[] = {{MOE_SCHEME_BF16, 16, 1},
+             {MOE_SCHEME_BF16, 1, 1},
+             {MOE_SCHEME_FP8_WTENSOR_ATENSOR, 16, 0}, /* one h scale over all of h: mma.sync (fast.cu) */
+             {MOE_SCHEME_FP8_WCHANNEL_ATOKEN, 1, 1},
+             {MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 16, 1},
+             {MOE_SCHEME_INT8_WCHANNEL_ATOKEN, 16, 0},
+             {MOE_SCHEME_W4A16_G128, 16, 0},
+             {MOE_SCHEME_MXFP4_W4A16, 16, 0},
+             {MOE_SCHEME_BF16, 4096, 0},
+             {MOE_SCHEME_FP8_WCHANNEL_ATOKEN, 4096, 0},
+             {MOE_SCHEME_BF16, 128, 1}, /* 16 slots an expert: the 32-row swapped tiles */
+             {MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 128, 1},
+             {MOE_SCHEME_INT8_WCHANNEL_ATOKEN, 128, 0}};
+    const char *env = getenv("MOE_FX_SWAP");
+    const int off = env && !strcmp(env, "0");
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        /* H 4096 at M 128: 16 slots an expert on a long GEMM1 k chain (the 32-row tiles) */
+        moe_cuda_fx_problem p = {t[i].M, 64, 8, t[i].M == 128 ? 4096 : 1024, 512, t[i].sc,
+                                 moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 0};
+        moe_cuda_fx_plan plan;
+        ck_assert_int_eq(moe_cuda_fx_plan_make(&p, &plan), MOE_OK);
+        ck_assert_msg(plan.swapped == (t[i].want && !off), "%s M %d: swapped %d, want %d", moe_scheme_name(t[i].sc),
+                      t[i].M, plan.swapped, t[i].want && !off);
+        ck_assert_int_eq(plan.bm1, t[i].M == 4096 ? 128 : t[i].M == 128 && plan.swapped ? 32 : 16);
+    }
+}
+END_TEST
+
 START_TEST(forward_refusals)
 {
     /* a forward without its pieces, or with a plan that plan_make did not make */
@@ -1006,6 +1065,28 @@ START_TEST(forward_refusals)
     a.w1_scale = a.w2_scale = (const float *)f.ws; /* present; refused before any launch reads them */
     ck_assert_int_eq(moe_cuda_fx_forward(&p8, &f.plan, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "for this problem"));
+    /* the swapped decode tiles exist for bf16 and e4m3 only: an int8 plan that says swapped names no tile */
+    moe_cuda_fx_problem pi = f.p;
+    pi.scheme = MOE_SCHEME_INT8_WCHANNEL_ATOKEN;
+    moe_cuda_fx_plan pli;
+    ck_assert_int_eq(moe_cuda_fx_plan_make(&pi, &pli), MOE_OK);
+    ck_assert_int_eq(pli.swapped, 0);
+    pli.swapped = 1;
+    ck_assert_int_eq(moe_cuda_fx_forward(&pi, &pli, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "for this scheme"));
+    /* the slot layout belongs to M = 1: a two-token plan that says slot_layout
+     * is refused before any launch (its workspace is large enough) */
+    const fcase two = {2, 8, 2, 256, 128, MOE_ACT_SILU, 16};
+    fprob f2;
+    fprob_make(&two, 401, 0, &f2);
+    ck_assert_int_eq(f2.plan.slot_layout, 0);
+    moe_cuda_fx_args a2 = fargs(&f2);
+    moe_cuda_fx_plan sl = f2.plan;
+    sl.slot_layout = 1, sl.max_blocks = two.k;
+    ck_assert_int_eq(moe_cuda_fx_forward(&f2.p, &sl, &a2, f2.ws, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "slot layout"));
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    fprob_free(&f2);
     fprob_free(&f);
 }
 END_TEST
@@ -1161,6 +1242,7 @@ static void add_tests(Suite *s)
     tcase_add_test(tc, plan_refusals);
     tcase_add_test(tc, piece_refusals);
     tcase_add_test(tc, forward_refusals);
+    tcase_add_test(tc, plan_decode_forms);
     tcase_add_loop_test(tc, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward, seconds) */
     TCase *tl = gpu_tcase(s, "slot", 300);
