@@ -392,12 +392,14 @@ int cfg_ok(Kind k, int c)
     return 1;
 }
 
-/* a decode tile in its swapped wgmma form (plan.swapped), 16 or 32 token rows */
+/* a decode tile in its swapped wgmma form (plan.swapped), 16 or 32 token
+ * rows, and a 16-row swapped tile in its mma.sync form */
 int swap_cfg(int c, int rows32)
 {
     if (c == CFG_16x128) return rows32 ? CFG_32x128S : CFG_16x128S;
     return c == CFG_16x64 ? (rows32 ? CFG_32x64S : CFG_16x64S) : c;
 }
+int unswap_cfg(int c) { return c == CFG_16x128S ? CFG_16x128 : c == CFG_16x64S ? CFG_16x64 : c; }
 
 /* one instantiation of the GEMM: its shared-memory limit and its launch;
  * the 128-row wgmma tiles also have the warp-specialized persistent form
@@ -688,8 +690,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->workspace = carve(p, bm, NULL, NULL);
     /* raise the shared-memory limit of the kernels this plan launches, and of
      * the mma.sync form of 16-row swapped plans (a caller may clear swapped) */
-    const int u1 = c1 == CFG_16x128S ? CFG_16x128 : c1 == CFG_16x64S ? CFG_16x64 : c1;
-    const int u2 = c2 == CFG_16x128S ? CFG_16x128 : c2 == CFG_16x64S ? CFG_16x64 : c2;
+    const int u1 = unswap_cfg(c1), u2 = unswap_cfg(c2);
     cudaError_t ce = cudaSuccess;
     for (int form = 0; form < (u1 != c1 ? 2 : 1) && ce == cudaSuccess; form++) {
         ce = with_tile(kind, form ? u1 : c1, [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
@@ -724,7 +725,9 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     const int q8 = is_q8(p);
     const int scaled = kind != KIND_BF16;
     if (!cfg_ok(kind, c1) || !cfg_ok(kind, c2) || plan->bm1 != plan->bm2)
-        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this scheme");
+        return moe_fail(MOE_ERR_INVALID_ARG,
+                        "fx_forward: plan not made by fx_plan_make for this scheme (no %s tile of %d x %d / %d x %d)",
+                        plan->swapped ? "swapped" : "mma.sync / wgmma", plan->bm1, plan->bn1 * 2, plan->bm2, plan->bn2);
     if (scaled && (!a->w1_scale || !a->w2_scale))
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: scheme %s needs w1_scale and w2_scale", moe_scheme_name(p->scheme));
     const int tensor = p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR;

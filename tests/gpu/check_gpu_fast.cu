@@ -694,7 +694,7 @@ START_TEST(fused_q8_matches_host)
          * relative for e4m3); rare on mma.sync tiles (measured 0 to 5e-5),
          * more often on the promoted e4m3 wgmma tiles (prefill and the
          * swapped decode tiles), whose tensor-core sums within a k tile keep
-         * fewer bits than f32 (measured 2.5e-3 to 5.7e-3, all of it through
+         * fewer bits than f32 (measured 1.0e-3 to 5.7e-3, all of it through
          * h's requantization; the per-tensor scheme keeps mma.sync decode
          * tiles, fast.cu) */
         check_fused(sc, ci, c, &f.plan, ref, o1, o2, oa, 1e-2);
@@ -1074,6 +1074,18 @@ START_TEST(forward_refusals)
     pli.swapped = 1;
     ck_assert_int_eq(moe_cuda_fx_forward(&pi, &pli, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "for this scheme"));
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "no swapped tile"));
+    /* the 32-row decode tiles exist only swapped: such a plan with swapped cleared names no tile */
+    moe_cuda_fx_problem p32 = f.p;
+    p32.M = 24, p32.E = 4, p32.topk = 2, p32.H = 4096; /* 12 slots an expert at H 4096 */
+    moe_cuda_fx_plan pl32;
+    ck_assert_int_eq(moe_cuda_fx_plan_make(&p32, &pl32), MOE_OK);
+    if (pl32.swapped) { /* not under MOE_FX_SWAP=0 */
+        ck_assert_int_eq(pl32.bm1, 32);
+        pl32.swapped = 0;
+        ck_assert_int_eq(moe_cuda_fx_forward(&p32, &pl32, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(moe_last_error(), "no mma.sync / wgmma tile of 32 x"));
+    }
     /* the slot layout belongs to M = 1: a two-token plan that says slot_layout
      * is refused before any launch (its workspace is large enough) */
     const fcase two = {2, 8, 2, 256, 128, MOE_ACT_SILU, 16};
