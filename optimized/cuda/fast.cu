@@ -651,12 +651,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
     /* the decode tiles on wgmma, weights as A (NOTES.md v16: mma.sync e4m3 is emulated on this chip) */
     const char *sw_env = getenv("MOE_FX_SWAP");
-    /* not fp8_wtensor_atensor: its h scale is one max over all of h, and the
-     * promoted sums' h, a bf16 ulp off the host's more often than mma.sync's,
-     * moved that max and so every code of h (measured 2.7e-2 relative L2
-     * from the host forward at M 40 E 16, against 1e-2; NOTES.md v16) */
-    plan->swapped = CFG_BM[c1] == 16 && cfg_ok(kind, CFG_16x128S) && p->scheme != MOE_SCHEME_FP8_WTENSOR_ATENSOR &&
-                    !(sw_env && !strcmp(sw_env, "0"));
+    plan->swapped = CFG_BM[c1] == 16 && cfg_ok(kind, CFG_16x128S) && !(sw_env && !strcmp(sw_env, "0"));
     /* 32 token rows a block (one weight pass for experts of 17-32 slots) where
      * GEMM1's k chain is long: Mixtral-8x7B M = 64 4-8% faster, Qwen3-30B-A3B
      * M = 256 (H 2048) 4-15% slower, and at 5-8 slots an expert slower too (NOTES.md v16) */

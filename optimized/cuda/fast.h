@@ -99,12 +99,12 @@ typedef struct {
                              * from topk_ids by the GEMMs), GEMM1 writes the layout's sorted, block_expert,
                              * row_of_slot and num_blocks (counts and offsets are not written). A token's top-k
                              * experts are distinct, so sorting one token's slots merges no weight reads */
-    int swapped;            /* the decode tiles of bf16, fp8_wchannel_atoken and fp8_wblock128_agroup128 run on
-                             * wgmma with the weights as the A operand (64 weight rows by 16 token rows, or 32 where
-                             * an expert averages 9-16 slots and H >= 4096; fast_gemm.cuh, NOTES.md v16); 0: mma.sync
-                             * with the tokens as A (the form before; fp8_wtensor_atensor, int8 and the 4-bit
-                             * schemes always). plan_make sets it unless MOE_FX_SWAP=0 is in the environment; a
-                             * caller may clear it on a 16-row plan (a 32-row plan has no mma.sync form: refused) */
+    int swapped;            /* the decode tiles of bf16 and the three e4m3 schemes run on wgmma with the weights
+                             * as the A operand (64 weight rows by 16 token rows, or 32 where an expert averages
+                             * 9-16 slots and H >= 4096; fast_gemm.cuh, NOTES.md v16, v17); 0: mma.sync with the
+                             * tokens as A (the form before; int8 and the 4-bit schemes always). plan_make sets it
+                             * unless MOE_FX_SWAP=0 is in the environment; a caller may clear it on a 16-row plan
+                             * (a 32-row plan has no mma.sync form: refused) */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 
