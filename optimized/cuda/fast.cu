@@ -6,6 +6,7 @@
 #include "fast.h"
 #include "fast_gemm.cuh"
 #include "fast_ws.cuh"
+#include "fast_e4m3.cuh"
 #include "reference/quant_core.h"
 #include "moe/status.h"
 
@@ -202,9 +203,12 @@ __device__ __forceinline__ void bf16x8_f32(const uint4 &v, float *f)
  * h at M = 16), thousands of short rows (DeepSeek-V3, I 2048) need many
  * CTAs an SM (1024 threads for all: 4-19% slower forwards, NOTES.md v16) */
 constexpr int QUANT_THREADS = 1024;
-unsigned quant_threads(const moe_quant_spec &s, int cols)
+unsigned quant_threads(const moe_quant_spec &s, int cols, int64_t rows)
 {
-    const int t = s.gran == MOE_GRAN_GROUP ? cols / s.group_k * 32 : (cols / 16 + 31) / 32 * 32;
+    /* one chunk a thread where the grid has fewer rows than two CTAs an SM
+     * (x at decode sizes: a CTA's chain of elements is the kernel's time) */
+    const int per = rows < 2 * 132 ? 8 : 16;
+    const int t = s.gran == MOE_GRAN_GROUP ? cols / s.group_k * 32 : (cols / per + 31) / 32 * 32;
     return (unsigned)(t < 128 ? 128 : t > QUANT_THREADS ? QUANT_THREADS : t);
 }
 
@@ -230,8 +234,10 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
             moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
             if (lane == 0) scale[r * ng + gi] = grp.scale;
 #pragma unroll 4
-            for (int c = lane; c < G; c += 32)
-                qr[gi * G + c] = moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c])));
+            for (int c = lane; c < G; c += 32) {
+                const float v = moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c]));
+                qr[gi * G + c] = spec.elem == MOE_E4M3 ? (uint8_t)fx::e4m3x2(v, 0.0f) : moe_qc_encode(spec.elem, v);
+            }
         }
         return;
     }
@@ -262,18 +268,29 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     }
     moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
     if (threadIdx.x == 0 && (spec.gran != MOE_GRAN_TENSOR || r == 0)) scale[spec.gran == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
+    auto codes = [&](auto e4) {
 #pragma unroll 2
-    for (int c = threadIdx.x; c < nc; c += blockDim.x) {
-        float f[8];
-        bf16x8_f32(xv[c], f);
-        uint32_t lo = 0, hi = 0;
+        for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+            float f[8];
+            bf16x8_f32(xv[c], f);
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            lo |= (uint32_t)moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, f[i])) << (8 * i);
-            hi |= (uint32_t)moe_qc_encode(spec.elem, moe_qc_step(&spec, &grp, f[4 + i])) << (8 * i);
+            for (int i = 0; i < 8; i++) f[i] = moe_qc_step(&spec, &grp, f[i]);
+            uint32_t lo = 0, hi = 0;
+#pragma unroll
+            for (int i = 0; i < 4; i += 2) {
+                if constexpr (decltype(e4)::value) {
+                    lo |= fx::e4m3x2(f[i], f[i + 1]) << (8 * i), hi |= fx::e4m3x2(f[4 + i], f[5 + i]) << (8 * i);
+                } else {
+                    lo |= (uint32_t)moe_qc_encode(spec.elem, f[i]) << (8 * i) | (uint32_t)moe_qc_encode(spec.elem, f[i + 1]) << (8 * i + 8);
+                    hi |= (uint32_t)moe_qc_encode(spec.elem, f[4 + i]) << (8 * i) |
+                          (uint32_t)moe_qc_encode(spec.elem, f[5 + i]) << (8 * i + 8);
+                }
+            }
+            ((uint2 *)qr)[c] = make_uint2(lo, hi);
         }
-        ((uint2 *)qr)[c] = make_uint2(lo, hi);
-    }
+    };
+    if (spec.elem == MOE_E4M3) codes(std::true_type());
+    else codes(std::false_type());
 }
 
 /* max |x| over the non-NaN elements of x (fp8_wtensor_atensor's x) into
@@ -748,7 +765,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx amax_kernel (x)");
     }
     if (q8) { /* x, before the align (which does not read it) */
-        ce = launch_ex(quant_rows_kernel, (unsigned)p->M, quant_threads(as, p->H), S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
+        ce = launch_ex(quant_rows_kernel, (unsigned)p->M, quant_threads(as, p->H, p->M), S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
                        (const int32_t *)NULL, 1, as, (const float *)w.amax, w.xq, w.sx);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
     }
@@ -781,7 +798,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
     if (q8) { /* h per padded row, rows of the used blocks only */
-        ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, quant_threads(as, I), s, true, (const __nv_bfloat16 *)w.h, I,
+        ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, quant_threads(as, I, w.L.cap), s, true, (const __nv_bfloat16 *)w.h, I,
                        (const int32_t *)w.L.num_blocks, plan->bm1, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq,
                        w.sh);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");

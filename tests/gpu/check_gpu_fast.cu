@@ -39,7 +39,9 @@
 #include "moe/quant.h"
 #include "moe/rng.h"
 #include "optimized/cuda/fast.h"
+#include "optimized/cuda/fast_e4m3.cuh"
 #include "optimized/cuda/fast_gemm.cuh"
+#include "reference/formats/e4m3.h"
 #include "reference/act_core.h"
 #include "gpu_test_util.h"
 
@@ -720,6 +722,48 @@ START_TEST(fused_q8_matches_host)
 }
 END_TEST
 
+/* ---- the hardware e4m3 encoding against the reference's, every f32 ------------- */
+
+/* input i in the low lane and bit-reversed i in the high one, so each of
+ * the 2^32 inputs goes through both halves of the pair conversion */
+__global__ void e4m3_exhaustive_kernel(unsigned long long *bad, unsigned *first)
+{
+    const moe_policy sat = {MOE_RND_RNE, MOE_SAT};
+    for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < (1ull << 32); i += (uint64_t)gridDim.x * blockDim.x) {
+        const uint32_t ua = (uint32_t)i, ub = __brev(ua);
+        const float a = __uint_as_float(ua), b = __uint_as_float(ub);
+        unsigned fl = 0;
+        const uint32_t got = fx::e4m3x2(a, b);
+        const uint32_t want = moe_s_round_pack_e4m3(a, sat, &fl) | (uint32_t)moe_s_round_pack_e4m3(b, sat, &fl) << 8;
+        if (got != want) {
+            atomicAdd(bad, 1ull);
+            atomicMin(first, (got & 0xFFu) != (want & 0xFFu) ? ua : ub);
+        }
+    }
+}
+
+START_TEST(e4m3_encode_exhaustive)
+{
+    unsigned long long *bad;
+    unsigned *first;
+    ck_assert_int_eq(cudaMalloc(&bad, 8), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&first, 4), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(bad, 0, 8), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(first, 0xff, 4), cudaSuccess);
+    e4m3_exhaustive_kernel<<<132 * 8, 256>>>(bad, first);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    unsigned long long nb = 0;
+    unsigned f0 = 0;
+    ck_assert_int_eq(cudaMemcpy(&nb, bad, 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(&f0, first, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    printf("e4m3 encode: 2^32 inputs in each lane of the pair conversion, %llu differ from the reference's%s", nb,
+           nb ? "" : "\n");
+    if (nb) printf(" (first input 0x%08x)\n", f0);
+    ck_assert_msg(nb == 0, "hardware e4m3 encoding differs from moe_s_round_pack_e4m3 at %llu inputs (first 0x%08x)", nb, f0);
+    cudaFree(bad), cudaFree(first);
+}
+END_TEST
+
 /* ---- the judge's tensor-core model, instruction by instruction ------------------ */
 
 /* D = C + A B for one m16n8k16 bf16 or m16n8k32 e4m3 mma.sync through
@@ -1272,6 +1316,9 @@ static void add_tests(Suite *s)
     tcase_add_test(tc, forward_refusals);
     tcase_add_test(tc, plan_decode_forms);
     tcase_add_loop_test(tc, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
+    /* CK_RUN_CASE=encode: the activation quantization's hardware e4m3 encoding, all 2^32 f32 (seconds) */
+    TCase *te = gpu_tcase(s, "encode", 120);
+    tcase_add_test(te, e4m3_encode_exhaustive);
     /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward, seconds) */
     TCase *tl = gpu_tcase(s, "slot", 300);
     tcase_add_loop_test(tl, slot_layout_matches_align, 0, (int)(sizeof SLOT_SCHEMES / sizeof SLOT_SCHEMES[0]));
