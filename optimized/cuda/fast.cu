@@ -180,7 +180,8 @@ __device__ void stats_add(float v, float &ai, float &mx, float &mn, int &nan)
 }
 
 /* The 8-bit schemes' activation quantization, one CTA per row, with the
- * reference's rule and element encoding (quant_core.h), so codes and
+ * reference's rule and element encoding (quant_core.h; e4m3 codes from the
+ * hardware conversion, equal to it on every f32: fast_e4m3.cuh), so codes and
  * scales are the reference's bits: per row (ROW), per 128 columns (GROUP:
  * a warp per group) or with the tensor's amax from tensor_amax (TENSOR:
  * amax_kernel or GEMM1's epilogue). Rows past *num_blocks * bm (never
