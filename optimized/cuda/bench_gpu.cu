@@ -271,9 +271,10 @@ static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, const bg
     if (set < 0 ? !W->w1 : !W->set[set].q1)
         return moe_bg_point_set(p, "failed", "weights: %s", set < 0 ? W->why : W->set[set].why);
     if (set >= 0) ref_why = "the cuBLAS reference pipeline is bf16 only"; /* checked by tests/gpu/check_gpu_fast */
-    snprintf(p->note, sizeof p->note, "CUDA graph replays; tiles %dx%d / %dx%d%s, %d launches, workspace %zu B",
-             plan.bm1, plan.bn1, plan.bm2, plan.bn2,
-             plan.persistent ? " persistent" : plan.swapped ? " swapped" : "", plan.launches, plan.workspace);
+    char tiles[96];
+    moe_cuda_fx_tiles(&plan, tiles, sizeof tiles);
+    snprintf(p->note, sizeof p->note, "CUDA graph replays; tiles %s, %d launches, workspace %zu B", tiles, plan.launches,
+             plan.workspace);
     bg_graphs g;
     memset(&g, 0, sizeof g);
     void *ws = NULL;

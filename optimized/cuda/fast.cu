@@ -1,5 +1,6 @@
 /* The fast experts path (fast.h): layout, gather, activation, combine and
  * the fused forward around the tensor-core GEMM of fast_gemm.cuh. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cuda_internal.h"
@@ -368,12 +369,17 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
  * two such CTAs an SM overlap one's promotion with the other's wgmma (v11). */
 enum Cfg {
     CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_128x128, CFG_64x128W,
-    CFG_16x128S, CFG_16x64S, CFG_32x128S, CFG_32x64S, CFG_COUNT
+    CFG_16x128S, CFG_16x64S, CFG_32x128S, CFG_32x64S, CFG_16x128S3, CFG_16x64S3, CFG_COUNT
 };
-const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128, 64, 16, 16, 32, 32},
-          CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128, 128, 128, 64, 128, 64};
+const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128, 64, 16, 16, 32, 32, 16, 16},
+          CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128, 128, 128, 64, 128, 64, 128, 64};
 /* the swapped decode tiles (weights as wgmma's A; plan.swapped) */
-int is_swapped(int c) { return c >= CFG_16x128S && c <= CFG_32x64S; }
+int is_swapped(int c) { return c >= CFG_16x128S && c < CFG_COUNT; }
+/* the 16-row swapped tiles with fewer stages (4 / 6 of 6 / 8): three CTAs
+ * an SM instead of two (plan.shallow1 / shallow2); each is its deep form's
+ * index plus CFG_16x128S3 - CFG_16x128S */
+int is_shallow(int c) { return c == CFG_16x128S3 || c == CFG_16x64S3; }
+static_assert(CFG_16x64S3 - CFG_16x64S == CFG_16x128S3 - CFG_16x128S, "shallow = deep + one offset");
 
 /* What the GEMMs multiply: bf16 values, e4m3 codes with epilogue scales
  * (per tensor / per row), e4m3 codes with k-tile scales (block 128), int8
@@ -405,7 +411,8 @@ int cfg_ok(Kind k, int c)
 {
     if (c < 0 || c >= CFG_COUNT) return 0;
     if (c == CFG_128x256) return k == KIND_BF16;
-    if (c == CFG_128x128 || c == CFG_64x128W) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
+    if (c == CFG_128x128) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
+    if (c == CFG_64x128W) return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_BF16;
     if (is_swapped(c)) return k == KIND_BF16 || k == KIND_FP8 || k == KIND_FP8_BLOCK;
     return 1;
 }
@@ -417,7 +424,28 @@ int swap_cfg(int c, int rows32)
     if (c == CFG_16x128) return rows32 ? CFG_32x128S : CFG_16x128S;
     return c == CFG_16x64 ? (rows32 ? CFG_32x64S : CFG_16x64S) : c;
 }
-int unswap_cfg(int c) { return c == CFG_16x128S ? CFG_16x128 : c == CFG_16x64S ? CFG_16x64 : c; }
+int unswap_cfg(int c)
+{
+    return c == CFG_16x128S || c == CFG_16x128S3 ? CFG_16x128 : c == CFG_16x64S || c == CFG_16x64S3 ? CFG_16x64 : c;
+}
+/* Where a 16-row swapped tile gives up pipeline depth for a third CTA an
+ * SM (NOTES.md v18, same-binary A/B). 16 x 64 when its grid's last wave
+ * is fuller at three an SM than at two (ceil(c / 396) 396 <= ceil(c / 264)
+ * 264: a grid of 265-396 CTAs becomes one wave; gpt-oss-120b M = 1 7-13%
+ * faster); 16 x 128 when the GEMM has at most 16 k tiles and more than two waves
+ * at three an SM (the k loop fits in the 6-stage pipeline, so a CTA is one
+ * fill and one drain: Qwen3-30B-A3B fp8 M = 16-256 6-22% faster). Long k
+ * chains keep the deep pipeline (Mixtral-8x7B M = 1 bf16 9% slower
+ * shallow), and so do short ones on a grid of fewer waves (DeepSeek-V3
+ * M = 1 GEMM2, 448 CTAs: 4% slower). */
+int shallow_cfg(int c, int k_tiles, int64_t ctas)
+{
+    const int64_t two = 2 * 132, three = 3 * 132;
+    const bool tail = (ctas + three - 1) / three * three <= (ctas + two - 1) / two * two;
+    if (c == CFG_16x128S && k_tiles <= 16 && (tail || ctas > 2 * three)) return CFG_16x128S3;
+    if (c == CFG_16x64S && tail) return CFG_16x64S3;
+    return c;
+}
 
 /* one instantiation of the GEMM: its shared-memory limit and its launch;
  * the 128-row wgmma tiles also have the warp-specialized persistent form
@@ -463,7 +491,7 @@ template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
         if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return f(tile<T, 128, 128, 8, 1, 6, true, QS>());
         break;
     case CFG_64x128W:
-        if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return f(tile<T, 64, 128, 4, 1, 4, true, QS>());
+        if constexpr (SWT) return f(tile<T, 64, 128, 4, 1, 4, true, QS>());
         break;
     case CFG_16x128S:
         if constexpr (SWT) return f(tile<T, 16, 128, 1, 4, 6, true, QS>());
@@ -476,6 +504,12 @@ template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
         break;
     case CFG_32x64S:
         if constexpr (SWT) return f(tile<T, 32, 64, 2, 2, 8, true, QS>());
+        break;
+    case CFG_16x128S3:
+        if constexpr (SWT) return f(tile<T, 16, 128, 1, 4, 4, true, QS>());
+        break;
+    case CFG_16x64S3:
+        if constexpr (SWT) return f(tile<T, 16, 64, 1, 4, 6, true, QS>());
         break;
     }
     return cudaErrorInvalidValue;
@@ -663,8 +697,14 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     const int64_t slots = (int64_t)p->M * p->topk, touched = slots < p->E ? slots : p->E;
     const int64_t avg = (slots + touched - 1) / touched;
     int c1, c2;
-    if (avg <= 16) c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
-    else if (avg <= 64 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK)) c1 = c2 = CFG_64x128W;
+    const char *wg_env = getenv("MOE_FX_WG64");
+    /* bf16's 64-row tiles on wgmma where the k chains are long (NOTES.md v18, two same-binary rounds:
+     * Mixtral-8x7B M = 256 4-12% faster, DeepSeek-V3 M = 1024 0.7-6%; gpt-oss-120b M = 1024, H 2880, 6-7% slower) */
+    const int wg64 = kind == KIND_FP8 || kind == KIND_FP8_BLOCK ||
+                     (kind == KIND_BF16 && (wg_env ? strcmp(wg_env, "0") != 0 : p->H >= 4096));
+    if (avg <= 16)
+        c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
+    else if (avg <= 64 && wg64) c1 = c2 = CFG_64x128W;
     else if (avg <= 64 || kind == KIND_I8 || kind == KIND_W4 || kind == KIND_MX4) c1 = c2 = CFG_64x128;
     else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
     /* the decode tiles on wgmma, weights as A (NOTES.md v16: mma.sync e4m3 is emulated on this chip) */
@@ -675,7 +715,15 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * M = 256 (H 2048) 4-15% slower, and at 5-8 slots an expert slower too (NOTES.md v16) */
     const int rows32 = avg > 8 && p->H >= 4096;
     if (plan->swapped) c1 = swap_cfg(c1, rows32), c2 = swap_cfg(c2, rows32);
+    const char *sh_env = getenv("MOE_FX_SHALLOW");
+    if (plan->swapped && !(sh_env && !strcmp(sh_env, "0"))) {
+        const int kt = kind == KIND_BF16 ? 64 : 128; /* a k tile: 128 bytes of a row */
+        c1 = shallow_cfg(c1, (p->H + kt - 1) / kt, touched * ((p->I + CFG_BN[c1] / 2 - 1) / (CFG_BN[c1] / 2)));
+        c2 = shallow_cfg(c2, (p->I + kt - 1) / kt, touched * ((p->H + CFG_BN[c2] - 1) / CFG_BN[c2]));
+    }
+    plan->shallow1 = is_shallow(c1), plan->shallow2 = is_shallow(c2);
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
+    plan->wg64 = c1 == CFG_64x128W;
     const char *ws_env = getenv("MOE_FX_WS");
     plan->persistent = plan->bm1 == 128 && !(ws_env && !strcmp(ws_env, "0"));
     /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
@@ -701,14 +749,17 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR) + plan->persistent -
                      plan->slot_layout;
     plan->workspace = carve(p, bm, NULL, NULL);
-    /* raise the shared-memory limit of the kernels this plan launches, and of
-     * the mma.sync form of 16-row swapped plans (a caller may clear swapped) */
-    const int u1 = unswap_cfg(c1), u2 = unswap_cfg(c2);
+    /* raise the shared-memory limit of the kernels this plan launches and of
+     * the forms a caller may select by clearing a flag (fast.h): the deep
+     * form of a shallow tile, the mma.sync form of a 16-row swapped tile and
+     * of the wgmma 64-row tile */
+    const int f1[3] = {c1, is_shallow(c1) ? c1 - (CFG_16x128S3 - CFG_16x128S) : c1, c1 == CFG_64x128W ? CFG_64x128 : unswap_cfg(c1)};
+    const int f2[3] = {c2, is_shallow(c2) ? c2 - (CFG_16x128S3 - CFG_16x128S) : c2, c2 == CFG_64x128W ? CFG_64x128 : unswap_cfg(c2)};
     cudaError_t ce = cudaSuccess;
-    for (int form = 0; form < (u1 != c1 ? 2 : 1) && ce == cudaSuccess; form++) {
-        ce = with_tile(kind, form ? u1 : c1, [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
+    for (int form = 0; form < 3 && ce == cudaSuccess; form++) {
+        ce = with_tile(kind, f1[form], [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
         if (ce == cudaSuccess)
-            ce = with_tile(kind, form ? u2 : c2, [&](auto t) {
+            ce = with_tile(kind, f2[form], [&](auto t) {
                 return p->atomic ? decltype(t)::template prepare<fx::EPI_WATOMIC>() : decltype(t)::template prepare<fx::EPI_WSTORE>();
             });
     }
@@ -718,11 +769,11 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
 
 /* a plan's tile: e4m3 has the wgmma form of 64 x 128, the others
  * mma.sync; the decode tiles' form is the plan's (swapped) */
-static int cfg_of(Kind k, int bm, int bn, int swapped)
+static int cfg_of(Kind k, int bm, int bn, int swapped, int wg64, int shallow)
 {
     for (int c = 0; c < CFG_COUNT; c++)
-        if (CFG_BM[c] == bm && CFG_BN[c] == bn && cfg_ok(k, c) && !(c == CFG_64x128 && cfg_ok(k, CFG_64x128W)) &&
-            (bm >= 64 || is_swapped(c) == (swapped != 0)))
+        if (CFG_BM[c] == bm && CFG_BN[c] == bn && cfg_ok(k, c) && (bm != 64 || (c == CFG_64x128W) == (wg64 != 0)) &&
+            (bm >= 64 || is_swapped(c) == (swapped != 0)) && (!is_swapped(c) || is_shallow(c) == (shallow != 0)))
             return c;
     return -1;
 }
@@ -734,7 +785,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: problem, plan, args and workspace must not be NULL");
     if (!scheme_ok(p->scheme)) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_forward: scheme %s", moe_scheme_name(p->scheme));
     const Kind kind = kind_of(p->scheme);
-    const int c1 = cfg_of(kind, plan->bm1, plan->bn1 * 2, plan->swapped), c2 = cfg_of(kind, plan->bm2, plan->bn2, plan->swapped);
+    const int c1 = cfg_of(kind, plan->bm1, plan->bn1 * 2, plan->swapped, plan->wg64, plan->shallow1),
+              c2 = cfg_of(kind, plan->bm2, plan->bn2, plan->swapped, plan->wg64, plan->shallow2);
     const int q8 = is_q8(p);
     const int scaled = kind != KIND_BF16;
     if (!cfg_ok(kind, c1) || !cfg_ok(kind, c2) || plan->bm1 != plan->bm2)
@@ -869,6 +921,21 @@ extern "C" moe_status moe_cuda_fx_fetch(const moe_cuda_fx_problem *p, const moe_
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_fetch: piece %d has %zu bytes for this problem, %zu asked", (int)w, b, bytes);
     MOE_CU(cudaMemcpy(host, src, b, cudaMemcpyDeviceToHost));
     return MOE_OK;
+}
+
+extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_t n)
+{
+    if (!buf || !n) return;
+    if (!plan) {
+        snprintf(buf, n, "no plan");
+        return;
+    }
+    const char *sh = plan->shallow1 && plan->shallow2 ? ", both shallow"
+                     : plan->shallow1                ? ", GEMM1 shallow"
+                     : plan->shallow2                ? ", GEMM2 shallow"
+                                                     : "";
+    snprintf(buf, n, "%dx%d / %dx%d%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
+             plan->persistent ? " persistent" : plan->swapped ? " swapped" : plan->wg64 ? " wgmma" : "", sh);
 }
 
 extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan)

@@ -105,6 +105,12 @@ typedef struct {
                              * tokens as A (the form before; int8 and the 4-bit schemes always). plan_make sets it
                              * unless MOE_FX_SWAP=0 is in the environment; a caller may clear it on a 16-row plan
                              * (a 32-row plan has no mma.sync form: refused) */
+    int wg64;               /* the 64-row tiles run on wgmma (one warpgroup, 64 x 128: 64x128W in fast.cu): always
+                             * for the e4m3 schemes, for bf16 where H >= 4096 (MOE_FX_WG64=0 / 1 in the environment
+                             * overrides for bf16); 0: the mma.sync 64 x 128 tile of eight warps */
+    int shallow1, shallow2; /* GEMM1 / GEMM2 on a 16-row swapped tile runs its shallow form (4 / 6 stages instead
+                             * of 6 / 8: three CTAs an SM instead of two) where plan_make predicts it faster
+                             * (fast.cu shallow_cfg; MOE_FX_SHALLOW=0 in the environment: never) */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 
@@ -144,6 +150,10 @@ moe_status moe_cuda_fx_fetch(const moe_cuda_fx_problem *p, const moe_cuda_fx_pla
  * (e8m13, truncated) and promote every 128 k, int8 is exact, int4 on decode
  * tiles scales the group sums (dev 2^-8 from WEIGHT_TO_ACT's rounding). */
 moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan);
+
+/* The plan's tiles in words for logs and reports ("16x64 / 16x128 swapped,
+ * GEMM2 shallow"): bm1 x bn1 / bm2 x bn2 and the forms plan_make chose. */
+void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_t n);
 
 /* (fast_trace.cu) Every piece of the forward just run on the default
  * stream (workspace, its output out [M, H] bf16 on the device) copied into

@@ -138,9 +138,11 @@ extern "C" moe_status moe_cuda_fx_run_traced(const moe_fused_problem *p, const m
     for (int i = 0; i < D_N; i++) cudaFree(d[i]);
     if (s) return s;
     *m = moe_cuda_fx_model(p, &plan);
-    if (desc && n)
-        snprintf(desc, n, "tiles %dx%d / %dx%d%s, model k_step %d acc %d promote %d%s", plan.bm1, plan.bn1, plan.bm2,
-                 plan.bn2, plan.persistent ? " persistent" : plan.swapped ? " swapped" : "", m->k_step, m->acc_bits, m->promote_k,
+    if (desc && n) {
+        char tiles[96];
+        moe_cuda_fx_tiles(&plan, tiles, sizeof tiles);
+        snprintf(desc, n, "tiles %s, model k_step %d acc %d promote %d%s", tiles, m->k_step, m->acc_bits, m->promote_k,
                  m->exact ? " exact" : "");
+    }
     return MOE_OK;
 }

@@ -380,7 +380,35 @@ static const fcase FCASES[] = {
     {2, 8, 4, 2880, 2880, MOE_ACT_SWIGLUOAI, 16},
     /* 12 slots an expert at H 4096: the 32-row swapped decode tiles */
     {24, 4, 2, 4096, 128, MOE_ACT_SILU, 32},
+    /* 16-row tiles of 128 weight rows over at most 16 k tiles, more than two
+     * CTAs an SM: both GEMMs on the shallow swapped form (plan.shallow1 / 2) */
+    {16, 40, 8, 1024, 512, MOE_ACT_SILU, 16},
+    /* 32 slots an expert at H 4096: bf16's 64-row tile on wgmma (plan.wg64) */
+    {64, 4, 2, 4096, 128, MOE_ACT_SILU, 64},
 };
+
+/* the 8-bit schemes' cases: decode tiles, the 64-row tile (e4m3: the
+ * promoted one-warpgroup wgmma tile; int8: mma.sync) and (e4m3) the
+ * promoted 128 x 128 wgmma tile over 4 to 16 k tiles; H and I multiples of
+ * 128 (the block scheme) */
+static const fcase Q8CASES[] = {
+    {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},          {40, 16, 4, 512, 256, MOE_ACT_SILU, 16},
+    {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},  {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
+    {600, 8, 2, 512, 256, MOE_ACT_SILU, 0},          {400, 4, 2, 2048, 512, MOE_ACT_SWIGLUOAI, 0},
+    {24, 4, 2, 4096, 128, MOE_ACT_SILU, 32},         {16, 40, 8, 1024, 512, MOE_ACT_SILU, 16},
+};
+
+/* The plan's other forms, one a call (each cleared form runs the same
+ * forward on another tile: fast.h): the shallow swapped tiles to the deep
+ * ones, bf16's wgmma 64-row tile to mma.sync, the 16-row swapped tiles to
+ * mma.sync. 0 when none is left. */
+static int next_form(moe_cuda_fx_plan *pl, moe_scheme sc)
+{
+    if (pl->shallow1 || pl->shallow2) return pl->shallow1 = pl->shallow2 = 0, 1;
+    if (pl->wg64 && sc == MOE_SCHEME_BF16) return pl->wg64 = 0, 1;
+    if (pl->swapped && pl->bm1 == 16) return pl->swapped = 0, 1;
+    return 0;
+}
 
 /* bf16, and the weight-only 4-bit schemes, whose host forward is the bf16
  * one on the dequantized weights (w4_weights) */
@@ -680,18 +708,9 @@ static const moe_scheme Q8_SCHEMES[] = {MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHE
 
 START_TEST(fused_q8_matches_host)
 {
-    /* decode tiles, the 64-row tile (e4m3: the promoted one-warpgroup wgmma
-     * tile; int8: mma.sync) and (e4m3) the promoted 128 x 128 wgmma tile over
-     * 4 to 16 k tiles; H and I multiples of 128 (the block scheme) */
-    static const fcase cases[] = {
-        {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},          {40, 16, 4, 512, 256, MOE_ACT_SILU, 16},
-        {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},  {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
-        {600, 8, 2, 512, 256, MOE_ACT_SILU, 0},          {400, 4, 2, 2048, 512, MOE_ACT_SWIGLUOAI, 0},
-        {24, 4, 2, 4096, 128, MOE_ACT_SILU, 32},
-    };
     const moe_scheme sc = Q8_SCHEMES[_i];
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-        const fcase *c = &cases[ci];
+    for (size_t ci = 0; ci < sizeof Q8CASES / sizeof Q8CASES[0]; ci++) {
+        const fcase *c = &Q8CASES[ci];
         q8prob f, fa;
         if (skip_small(sc, ci, c)) continue;
         q8prob_make(c, sc, 500 + ci, 0, &f);
@@ -907,6 +926,10 @@ static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem
 START_TEST(fused_stagewise_within_bounds)
 {
     const int nw = (int)(sizeof W16_SCHEMES / sizeof W16_SCHEMES[0]);
+    /* CK_FX_SCHEME=<name>: judge that scheme only (the whole case takes
+     * minutes of device time; a change to one scheme's tiles needs only it) */
+    const char *only = getenv("CK_FX_SCHEME");
+    if (only && strcmp(only, moe_scheme_name(_i < nw ? W16_SCHEMES[_i] : Q8_SCHEMES[_i - nw]))) return;
     for (int atomic = 0; atomic < 2; atomic++) {
         if (_i < nw) { /* bf16 and the 4-bit schemes on the bf16 cases */
             const moe_scheme sc = W16_SCHEMES[_i];
@@ -924,8 +947,7 @@ START_TEST(fused_stagewise_within_bounds)
                 moe_fused_inputs in = {&f.x, &f.ids, &f.w, bf ? &f.w1 : &f.q1, bf ? NULL : &f.s1, bf ? &f.w2 : &f.q2,
                                        bf ? NULL : &f.s2};
                 judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
-                if (f.plan.swapped && f.plan.bm1 == 16) { /* the mma.sync form of the 16-row tiles too (plan.swapped cleared) */
-                    f.plan.swapped = 0;
+                while (next_form(&f.plan, sc)) { /* the plan's other tile forms too */
                     free(run_forward(&f));
                     judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
                 }
@@ -933,22 +955,16 @@ START_TEST(fused_stagewise_within_bounds)
             }
             continue;
         }
-        static const fcase cases[] = { /* decode, 64-row and 128-row tiles (fused_q8_matches_host's) */
-            {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},          {40, 16, 4, 512, 256, MOE_ACT_SILU, 16},
-            {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},  {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
-            {600, 8, 2, 512, 256, MOE_ACT_SILU, 0},          {400, 4, 2, 2048, 512, MOE_ACT_SWIGLUOAI, 0},
-            {24, 4, 2, 4096, 128, MOE_ACT_SILU, 32},
-        };
+        const fcase *cases = Q8CASES;
         const moe_scheme sc = Q8_SCHEMES[_i - nw];
-        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (size_t ci = 0; ci < sizeof Q8CASES / sizeof Q8CASES[0]; ci++) {
             if (skip_small(sc, ci, &cases[ci])) continue;
             q8prob f;
             q8prob_make(&cases[ci], sc, 800 + ci, atomic, &f);
             free(q8_run(&f));
             moe_fused_inputs in = {&f.x, &f.ids, &f.w, &f.w1q, &f.w1s, &f.w2q, &f.w2s};
             judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
-            if (f.plan.swapped && f.plan.bm1 == 16) {
-                f.plan.swapped = 0;
+            while (next_form(&f.plan, sc)) {
                 free(q8_run(&f));
                 judge_forward(moe_scheme_name(sc), ci, &f.p, &f.plan, f.ws, f.dout, &in);
             }
@@ -1101,6 +1117,45 @@ START_TEST(plan_decode_forms)
         ck_assert_msg(plan.swapped == (t[i].want && !off), "%s M %d: swapped %d, want %d", moe_scheme_name(t[i].sc),
                       t[i].M, plan.swapped, t[i].want && !off);
         ck_assert_int_eq(plan.bm1, t[i].M == 4096 ? 128 : t[i].M == 128 && plan.swapped ? 32 : 16);
+    }
+    /* the shallow swapped tiles (fast.cu shallow_cfg): 16 x 128 over at most
+     * 16 k tiles where the last wave is no emptier at three CTAs an SM (or
+     * the grid is long); 16 x 64 where three an SM fill the last wave better */
+    const char *sh = getenv("MOE_FX_SHALLOW");
+    const int sh_on = !off && !(sh && !strcmp(sh, "0"));
+    static const struct {
+        moe_scheme sc;
+        int M, E, k, H, I, want1, want2;
+    } s[] = {{MOE_SCHEME_BF16, 16, 40, 8, 1024, 512, 1, 1},   /* 320 CTAs of 16 x 128, 16 / 8 k tiles */
+             {MOE_SCHEME_BF16, 16, 40, 8, 2048, 512, 0, 1},   /* GEMM1: 32 k tiles */
+             {MOE_SCHEME_FP8_WCHANNEL_ATOKEN, 16, 40, 8, 2048, 512, 1, 1}, /* e4m3: 16 k tiles of 128 */
+             {MOE_SCHEME_BF16, 1, 128, 4, 2880, 2880, 1, 0},  /* GEMM1 4 x 90 = 360 CTAs of 16 x 64, GEMM2 180 */
+             {MOE_SCHEME_BF16, 1, 128, 8, 2048, 768, 0, 0},   /* 192 / 256 CTAs: one wave at two an SM */
+             {MOE_SCHEME_FP8_WCHANNEL_ATOKEN, 1, 256, 8, 7168, 2048, 0, 0}, /* GEMM2: 16 k tiles, 448 CTAs */
+             {MOE_SCHEME_INT8_WCHANNEL_ATOKEN, 16, 40, 8, 1024, 512, 0, 0}}; /* no swapped tiles */
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) {
+        moe_cuda_fx_problem p = {s[i].M, s[i].E, s[i].k, s[i].H, s[i].I, s[i].sc,
+                                 moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 0};
+        moe_cuda_fx_plan plan;
+        ck_assert_int_eq(moe_cuda_fx_plan_make(&p, &plan), MOE_OK);
+        ck_assert_msg(plan.shallow1 == (s[i].want1 && sh_on) && plan.shallow2 == (s[i].want2 && sh_on),
+                      "shallow case %zu: %d / %d", i, plan.shallow1, plan.shallow2);
+        ck_assert_int_eq(plan.bm1, 16);
+    }
+    /* bf16's 64-row tiles on wgmma at H >= 4096 (MOE_FX_WG64 overrides); e4m3 always, int8 never */
+    const char *wg = getenv("MOE_FX_WG64");
+    static const struct {
+        moe_scheme sc;
+        int H, want;
+    } w[] = {{MOE_SCHEME_BF16, 4096, 1}, {MOE_SCHEME_BF16, 2048, 0}, {MOE_SCHEME_FP8_WTENSOR_ATENSOR, 2048, 1},
+             {MOE_SCHEME_INT8_WCHANNEL_ATOKEN, 4096, 0}};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        moe_cuda_fx_problem p = {64, 4, 2, w[i].H, 128, w[i].sc, moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 0};
+        moe_cuda_fx_plan plan;
+        ck_assert_int_eq(moe_cuda_fx_plan_make(&p, &plan), MOE_OK);
+        ck_assert_int_eq(plan.bm1, 64);
+        const int want = wg && w[i].sc == MOE_SCHEME_BF16 ? strcmp(wg, "0") != 0 : w[i].want;
+        ck_assert_msg(plan.wg64 == want, "wg64 case %zu: %d, want %d", i, plan.wg64, want);
     }
 }
 END_TEST
@@ -1315,7 +1370,10 @@ static void add_tests(Suite *s)
     tcase_add_test(tc, piece_refusals);
     tcase_add_test(tc, forward_refusals);
     tcase_add_test(tc, plan_decode_forms);
-    tcase_add_loop_test(tc, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
+    /* CK_RUN_CASE=q8: the 8-bit schemes' fused forward against the host (its own case so that it can run
+     * beside the bf16 / 4-bit cases of "fast": each takes minutes) */
+    TCase *tq = gpu_tcase(s, "q8", 900);
+    tcase_add_loop_test(tq, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=encode: the activation quantization's hardware e4m3 encoding, all 2^32 f32 (seconds) */
     TCase *te = gpu_tcase(s, "encode", 120);
     tcase_add_test(te, e4m3_encode_exhaustive);
