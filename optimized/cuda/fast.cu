@@ -726,6 +726,15 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->wg64 = c1 == CFG_64x128W;
     const char *ws_env = getenv("MOE_FX_WS");
     plan->persistent = plan->bm1 == 128 && !(ws_env && !strcmp(ws_env, "0"));
+    /* the weight tiles by TMA (NOTES.md v19, same-binary A/B over 4 shapes x 7 M x 5 schemes, two rounds):
+     * the 128-row tiles 1-3% (8-bit) and 4-16% (bf16) faster, the 64-row tiles 0-5%; the 16 / 32-row decode
+     * tiles 2-8% faster on 8-bit codes (gpt-oss-120b M = 16-256 fp8 7-8%; Qwen3-30B-A3B M = 256 2-4% slower),
+     * within 1% on bf16 but for 3-5% slower points (Qwen3 M = 256, DeepSeek-V3 M = 1), so bf16's decode tiles
+     * keep the copies. The 4-bit codes' 32-byte rows are not swizzled: copies. MOE_FX_TMA=0 / 1 in the
+     * environment: never / wherever the tile allows (side-by-side timing). */
+    const char *tma_env = getenv("MOE_FX_TMA");
+    const int tma_tile = kind != KIND_W4 && kind != KIND_MX4 && fx::encode_tiled();
+    plan->tma = tma_tile && (tma_env ? strcmp(tma_env, "0") != 0 : plan->bm1 >= 64 || kind != KIND_BF16);
     /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
      * in one wave of two per SM (NOTES.md, v7): with more waves its waiting
      * CTAs would hold slots GEMM1 still needs */
@@ -836,9 +845,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (q8) g1.a_scale = w.sx, scale_geom(p, 2 * p->I, p->H, &g1);
     if (scaled) g1.w_scale = a->w1_scale;
     if (tensor) g1.amax_out = w.amax + 1;
-    g1.tile_next = w.tiles;
-    if (plan->slot_layout)
-        g1.slot_ids = a->topk_ids, g1.row_of_slot = w.L.row_of_slot, g1.slot_bm = plan->bm1, g1.E = p->E, g1.slot_write = 1;
+    g1.tile_next = w.tiles, g1.b_tma = plan->tma, g1.E = p->E;
+    if (plan->slot_layout) g1.slot_ids = a->topk_ids, g1.row_of_slot = w.L.row_of_slot, g1.slot_bm = plan->bm1, g1.slot_write = 1;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
      * kernel before each (NOTES.md, v7): their launch latency hides under
      * the previous kernel, and GEMM2 streams its first weight tiles while
@@ -934,8 +942,9 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
                      : plan->shallow1                ? ", GEMM1 shallow"
                      : plan->shallow2                ? ", GEMM2 shallow"
                                                      : "";
-    snprintf(buf, n, "%dx%d / %dx%d%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
-             plan->persistent ? " persistent" : plan->swapped ? " swapped" : plan->wg64 ? " wgmma" : "", sh);
+    snprintf(buf, n, "%dx%d / %dx%d%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
+             plan->persistent ? " persistent" : plan->swapped ? " swapped" : plan->wg64 ? " wgmma" : "",
+             sh, plan->tma ? ", TMA weights" : "");
 }
 
 extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan)

@@ -111,6 +111,13 @@ typedef struct {
     int shallow1, shallow2; /* GEMM1 / GEMM2 on a 16-row swapped tile runs its shallow form (4 / 6 stages instead
                              * of 6 / 8: three CTAs an SM instead of two) where plan_make predicts it faster
                              * (fast.cu shallow_cfg; MOE_FX_SHALLOW=0 in the environment: never) */
+    int tma;                /* the GEMMs load their weight tiles by TMA (one box a k tile; fast_gemm.cuh,
+                             * fast_ws.cuh, NOTES.md v19); 0: by 16-byte cp.async from every thread (the form
+                             * before; same results bit for bit). plan_make sets it where the driver encodes
+                             * tensor maps and it measured faster: the 64 and 128-row tiles, and the decode tiles
+                             * of the 8-bit schemes; never for the 4-bit schemes (their code rows are 32 bytes).
+                             * MOE_FX_TMA=0 / 1 in the environment: never / every tile that can; a caller may set
+                             * or clear it (ignored on the 4-bit schemes) */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 

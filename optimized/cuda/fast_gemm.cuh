@@ -8,7 +8,9 @@
  *
  * Data path: 16-byte cp.async of A rows (gathered through the layout: the
  * permute pass is fused) and of B rows (the expert's weight rows, K
- * contiguous) into a STAGES-deep ring of 64-wide k tiles; 128-byte smem
+ * contiguous; or, with p.b_tma, one TMA box of a tensor map over the
+ * weights a k tile, issued by one thread and completing on the stage's
+ * mbarrier) into a STAGES-deep ring of 64-wide k tiles; 128-byte smem
  * rows with the 16-byte chunks XOR-swizzled by (row & 7), which is both
  * conflict-free for ldmatrix and exactly wgmma's 128-byte swizzle (K-major);
  * loads past K, past N and of pad rows are zero-filled by the copy engine
@@ -48,10 +50,12 @@
 #ifndef MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
 #define MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
+#include <string.h>
 #include <type_traits>
 #include "moe/act.h"
 #include "reference/act_core.h"
@@ -86,6 +90,7 @@ struct gemm_params {
     int max_blocks, n_tiles, group; /* the grid (set by gemm_launch) */
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
     int *tile_next;              /* gemm_ws_kernel: the grid's tile counter, zero at its launch (fast_ws.cuh) */
+    int b_tma;                   /* gemm_ws_kernel: the weight tiles by TMA (fast_ws.cuh; E must be set) */
     /* the slot layout (fast.h, M = 1): block b holds slot b alone in its row b * slot_bm (the other rows pads),
      * expert slot_ids[b] (outside [0, E): no rows); sorted, block_expert and num_blocks are not read, GEMM1
      * (slot_write) writes them and row_of_slot for the kernels after it */
@@ -178,6 +183,57 @@ __device__ __forceinline__ void lds64(uint32_t *r, uint32_t addr)
 {
     asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(addr));
 }
+/* mbarriers and the TMA unit: the weight tiles by TMA (p.b_tma; NOTES.md v19) */
+__device__ __forceinline__ void mbar_init(uint32_t a, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t a)
+{
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(a) : "memory");
+}
+/* wait for the completion of the phase with parity ph (a fresh barrier
+ * counts its phase before 0, parity 1, as complete) */
+__device__ __forceinline__ void mbar_wait(uint32_t a, int ph)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
+                     : "=r"(done)
+                     : "r"(a), "r"(ph)
+                     : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t a, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(a), "r"(bytes) : "memory");
+}
+/* one box of the weight map into shared memory at dst, completing on mbarrier bar */
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+                 "%4}], [%5];\n" ::"r"(dst),
+                 "l"((uint64_t)m), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap *m, int c0, int c3, int c4, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, 0, 0, "
+                 "%3, %4}], [%5];\n" ::"r"(dst),
+                 "l"((uint64_t)m), "r"(c0), "r"(c3), "r"(c4), "r"(bar)
+                 : "memory");
+}
+
+/* the weight rows of B tile (n tile nt, k tile kt) of expert e: one box
+ * of weight_map's map (GATED: the 5-d view's (8-row block, expert)) */
+template <int EPI, int BN, int KTILE>
+__device__ __forceinline__ void tma_weights(uint32_t dst, const CUtensorMap *m, int kt, int nt, int e, uint32_t bar)
+{
+    mbar_arrive_expect_tx(bar, BN * 128);
+    if (EPI == EPI_GATED) tma_load_5d(dst, m, kt * KTILE, nt * (BN / 16), e, bar);
+    else tma_load_3d(dst, m, kt * KTILE, nt * BN, e, bar);
+}
 /* byte offset of 16-byte chunk c of row `row` in a 128-byte-row tile */
 __device__ __forceinline__ uint32_t swz(int row, int c) { return (uint32_t)(row * 128 + ((c ^ (row & 7)) << 4)); }
 
@@ -218,8 +274,9 @@ template <int BM, int BN, int WM, int WN, int STAGES, bool WG = false, int BROW 
     static constexpr int CPR = BROW / 16; /* 16-byte chunks per B row per stage */
     static constexpr int A_PER = BM * 8 / NT, B_PER = BN * CPR / NT; /* 16-byte chunks per thread per stage */
     static constexpr int STAGE_BYTES = BM * 128 + BN * BROW;
-    /* wgmma's 128-byte swizzle repeats every 1024 bytes: tiles start 1024-aligned */
-    static constexpr int SMEM = STAGES * STAGE_BYTES + (BROW != 128 && WM > 1 ? BN * 128 : 0) + (WG ? 1024 : 0);
+    /* wgmma's and the TMA unit's 128-byte swizzle repeats every 1024 bytes:
+     * tiles of 128-byte rows start 1024-aligned */
+    static constexpr int SMEM = STAGES * STAGE_BYTES + (BROW != 128 && WM > 1 ? BN * 128 : 0) + (WG || BROW == 128 ? 1024 : 0);
     static_assert(BROW == 128 || (BROW == 32 && !WG), "4-bit codes: mma.sync tiles");
     static_assert(!WG || (WN == 1 && WTM == 16 && BM % 64 == 0 && (BN == 128 || BN == 256) && STAGE_BYTES % 1024 == 0 &&
                           BM * 128 % 1024 == 0) ||
@@ -398,7 +455,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
 
 
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG, int QS = 0>
-__global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
+__global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
 {
     typedef cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v> C;
     constexpr bool E4 = std::is_same<T, __nv_fp8_e4m3>::value;
@@ -458,7 +515,22 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     constexpr int EPC = 16 / (int)sizeof(T), KTILE = 8 * EPC; /* elements per 16-byte chunk / per k tile */
     const int K = p.K, KT = (K + KTILE - 1) / KTILE, ck = tid & 7;
     uint32_t sbase = (uint32_t)__cvta_generic_to_shared(smem);
-    if (WG) sbase = (sbase + 1023) & ~1023u;
+    if (WG || !W4) sbase = (sbase + 1023) & ~1023u;
+    /* the weight tiles by TMA (p.b_tma; 128-byte rows only, not the 4-bit
+     * codes): thread 0 issues a stage's box, every thread waits on the
+     * stage's mbarrier before the CTA barrier of next_tile; the stage is
+     * refilled only after that barrier, as the copies are */
+    const bool tma = !W4 && p.b_tma;
+    __shared__ __align__(8) uint64_t tbar[STAGES];
+    const uint32_t tbar0 = (uint32_t)__cvta_generic_to_shared(tbar);
+    if (tma) {
+        if (tid == 0) {
+            for (int s = 0; s < STAGES; s++) mbar_init(tbar0 + 8 * s, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&wmap) : "memory");
+        }
+        __syncthreads();
+    }
 
     auto n_of_j = [&](int j) { return b_row<EPI, BN>(p, nt, j); };
 
@@ -501,6 +573,10 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
 #pragma unroll
         for (int i = 0; a && i < C::A_PER; i++)
             cp_async16(sa + swz(tid / 8 + i * (C::NT / 8), ck), arow[i] + (kin ? kt * KTILE : 0), aval[i] && kin);
+        if (b && tma) {
+            if (tid == 0) tma_weights<EPI, BN, KTILE>(sb, &wmap, kt, nt, e, tbar0 + 8 * stage);
+            return;
+        }
 #pragma unroll
         for (int i = 0; b && i < C::B_PER; i++) {
             if constexpr (W4) {
@@ -637,6 +713,7 @@ __global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p)
     /* the top of every k iteration: tile kt landed, the next load issued */
     auto next_tile = [&](int kt) {
         cp_async_wait<PF - 1>();
+        if (tma) mbar_wait(tbar0 + 8 * (kt % STAGES), (kt / STAGES) & 1);
         /* the copy engine wrote through the generic proxy; wgmma reads
          * through the async proxy (HOPPER.md: fence, then the barrier) */
         if (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -843,6 +920,57 @@ template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG 
                                 cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v>::SMEM);
 }
 
+/* cuTensorMapEncodeTiled from the driver the runtime loaded (no link
+ * against libcuda), looked up once; NULL where the driver has none */
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                    const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+inline encode_tiled_fn encode_tiled()
+{
+    static encode_tiled_fn fn = nullptr;
+    static bool tried = false;
+    if (!tried) {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (encode_tiled_fn)f;
+        tried = true;
+    }
+    return fn;
+}
+
+/* the weight map of a BN-row tile (the kernel comment: GATED's 5-d view,
+ * else [E][N][K]); invalid value when the weights cannot be a TMA source
+ * (address or row pitch not 16-byte aligned, GATED's I not whole 8-row
+ * blocks, E unset) */
+template <class T, int BN, int EPI> cudaError_t weight_map(const gemm_params &p, CUtensorMap *m)
+{
+    const encode_tiled_fn enc = encode_tiled();
+    if (!enc) return cudaErrorNotSupported;
+    const cuuint64_t es = sizeof(T), K = (cuuint64_t)p.K, N = (cuuint64_t)p.N, E = (cuuint64_t)p.E;
+    if ((uintptr_t)p.w % 16 || K * es % 16 || p.E < 1 || (EPI == EPI_GATED && (p.I % 8 || N != 2 * (cuuint64_t)p.I)))
+        return cudaErrorInvalidValue;
+    const CUtensorMapDataType dt = sizeof(T) == 1                              ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const cuuint32_t kbox = (cuuint32_t)(128 / es), one[5] = {1, 1, 1, 1, 1};
+    CUresult r;
+    if (EPI == EPI_GATED) {
+        const cuuint64_t I = (cuuint64_t)p.I;
+        const cuuint64_t dim[5] = {K, 8, 2, I / 8, E}, stride[4] = {K * es, I * K * es, 8 * K * es, N * K * es};
+        const cuuint32_t box[5] = {kbox, 8, 2, BN / 16, 1};
+        r = enc(m, dt, 5, (void *)p.w, dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    } else {
+        const cuuint64_t dim[3] = {K, N, E}, stride[2] = {K * es, N * K * es};
+        const cuuint32_t box[3] = {kbox, BN, 1};
+        r = enc(m, dt, 3, (void *)p.w, dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
+    return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 /* pdl: launched as a programmatic dependent of the kernel before it */
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG = false, int QS = 0>
 cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s, bool pdl = false)
@@ -858,7 +986,14 @@ cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaSt
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&lc, gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG, QS>, q);
+    CUtensorMap wmap;
+    memset(&wmap, 0, sizeof wmap);
+    if (QS >= QS_W4_INT) q.b_tma = 0; /* the codes' rows are 32 bytes, unswizzled */
+    if (q.b_tma) {
+        const cudaError_t ce = weight_map<T, BN, EPI>(q, &wmap);
+        if (ce != cudaSuccess) return ce;
+    }
+    return cudaLaunchKernelEx(&lc, gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG, QS>, q, wmap);
 }
 
 } // namespace fx

@@ -8,15 +8,15 @@
  * the e4m3 tile idles the tensor cores while it promotes. Short-K GEMMs
  * (GEMM2, 16 e4m3 k tiles on DeepSeek-V3) pay the fill on every tile.
  *
- * Form (CUTLASS's "cooperative" kernel, with cp.async instead of TMA since
- * A rows are gathered through the layout): one CTA an SM takes (row block,
+ * Form (CUTLASS's "cooperative" kernel, with cp.async for A since its rows
+ * are gathered through the layout; B by TMA, below): one CTA an SM takes (row block,
  * N tile) tiles in the grouped order of gemm_kernel from a counter in
  * global memory (zeroed before the launch; the tile count is read on the
  * device) until it runs past the count. The last warpgroup is the
  * producer: one thread takes the next tile and passes it to the others
  * and to the consumers through a two-entry ring in shared memory (its own
- * mbarriers); the warpgroup copies A (gathered) and B k tiles into a
- * STAGES-deep ring with cp.async, each thread's copies completing on the
+ * mbarriers); the warpgroup copies A (gathered) and B k tiles (without
+ * p.b_tma) into a STAGES-deep ring with cp.async, each thread's copies completing on the
  * stage's `full` mbarrier (cp.async.mbarrier.arrive.noinc: the producer
  * never waits for its own copies, only for a free stage), and runs ahead
  * into the next tile while the consumers finish the current one (no cold
@@ -30,34 +30,27 @@
  * 156-160 registers, no spills; e4m3 168, the block-scale GEMM1 spilling
  * 36 bytes). setmaxnreg 40 / 232 made ptxas spill 180-570 bytes a thread
  * instead, so it is not used. The epilogue is gemm_kernel's
- * (fx::epilogue): same rounding points, same results bit for bit. */
+ * (fx::epilogue): same rounding points, same results bit for bit.
+ *
+ * The weight tiles by TMA (p.b_tma, NOTES.md v19): the B rows of a tile
+ * are one box of a tensor map over the expert's weights, so one producer
+ * thread issues a k tile's 32 KB (bf16 128 x 256) in one instruction,
+ * instead of 128 threads issuing 24 16-byte copies each; the A rows stay
+ * cp.async (gathered through the layout: Hopper's TMA has no row gather).
+ * The map's 128-byte swizzle is swz's layout (chunk c of row r at
+ * c ^ (r & 7) within each 1024-byte group), so the consumers are
+ * unchanged. GATED's interleave of 8 gate and 8 up rows is the order of
+ * a five-dimensional view of w1 [E][2][I/8][8][K]: (k, row in 8, gate /
+ * up, 8-row block, expert), box (k tile, 8, 2, BN / 16, 1); rows past I,
+ * N and K are zero-filled by the TMA unit as the copies' src-size 0 did.
+ * `full` then counts the 128 copy arrivals plus the TMA thread's
+ * expect-tx arrival. */
 #ifndef MOE_OPTIMIZED_CUDA_FAST_WS_CUH
 #define MOE_OPTIMIZED_CUDA_FAST_WS_CUH
 
 #include "fast_gemm.cuh"
 
 namespace fx {
-
-__device__ __forceinline__ void mbar_init(uint32_t a, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(a), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t a)
-{
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(a) : "memory");
-}
-/* wait for the completion of the phase with parity ph (a fresh barrier
- * counts its phase before 0, parity 1, as complete) */
-__device__ __forceinline__ void mbar_wait(uint32_t a, int ph)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n.reg .pred P;\nmbarrier.try_wait.parity.shared::cta.b64 P, [%1], %2;\nselp.u32 %0, 1, 0, P;\n}\n"
-                     : "=r"(done)
-                     : "r"(a), "r"(ph)
-                     : "memory");
-    } while (!done);
-}
 
 template <int BM, int BN, int STAGES> struct ws_cfg {
     static constexpr int NCW = BM / 16;          /* consumer warps, 16 rows each */
@@ -71,9 +64,9 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t a)
 {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(a) : "memory");
 }
-
 template <class T, int BM, int BN, int STAGES, int EPI, int QS>
-__global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1) gemm_ws_kernel(const gemm_params p)
+__global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
+    gemm_ws_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
 {
     typedef ws_cfg<BM, BN, STAGES> W;
     typedef cfg<BM, BN, W::NCW, 1, STAGES, true> C; /* the consumers' fragment layout (epilogue) */
@@ -89,8 +82,10 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1) gemm_ws_kernel(
     const uint32_t tfull0 = empty0 + 8 * STAGES, tempty0 = tfull0 + 16;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     if (tid == 0) {
-        for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 128), mbar_init(empty0 + 8 * s, W::NCW);
+        for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 128 + (p.b_tma ? 1 : 0)), mbar_init(empty0 + 8 * s, W::NCW);
         for (int s = 0; s < 2; s++) mbar_init(tfull0 + 8 * s, 1), mbar_init(tempty0 + 8 * s, W::NCW);
+        /* the barriers' init visible to the TMA unit's complete-tx */
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
     /* the layout (align) and, for GEMM2, h are complete (programmatic
@@ -106,6 +101,8 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1) gemm_ws_kernel(
 
     if (warp >= W::NCW) { /* producer warpgroup */
         const int pt = tid - W::NCW * 32, ck = pt & 7, r8 = pt >> 3; /* chunk ck of rows r8 + 16 i */
+        const bool tma = p.b_tma != 0;
+        if (tma && pt == 0) asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&wmap) : "memory");
         int it = 0;
         for (int tn = 0;; tn++) { /* the CTA's tn-th tile */
             /* the next tile in the grouped order, from the grid's counter:
@@ -141,6 +138,9 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1) gemm_ws_kernel(
                 for (int i = 0; i < BM / 16; i++)
                     cp_async16(sa + swz(r8 + 16 * i, ck), (const T *)p.a + (int64_t)max(asrc[i], 0) * K + (kin ? k0 : 0),
                                asrc[i] >= 0 && kin);
+                if (tma) {
+                    if (pt == 0) tma_weights<EPI, BN, KTILE>(sb, &wmap, kt, nt, e, full0 + 8 * s);
+                } else
 #pragma unroll
                 for (int i = 0; i < BN / 16; i++) {
                     const int j = r8 + 16 * i;
@@ -224,7 +224,8 @@ template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0> cudaError_t 
 }
 
 /* one CTA an SM (at most the tile count's upper bound); pdl: launched as
- * a programmatic dependent of the kernel before it */
+ * a programmatic dependent of the kernel before it; p.b_tma: the weight
+ * map is encoded here (host only, no device work: graph-capturable) */
 template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0>
 cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s, bool pdl)
 {
@@ -246,7 +247,13 @@ cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cud
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&lc, gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS>, q);
+    CUtensorMap wmap;
+    memset(&wmap, 0, sizeof wmap);
+    if (q.b_tma) {
+        const cudaError_t ce = weight_map<T, BN, EPI>(q, &wmap);
+        if (ce != cudaSuccess) return ce;
+    }
+    return cudaLaunchKernelEx(&lc, gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS>, q, wmap);
 }
 
 } // namespace fx

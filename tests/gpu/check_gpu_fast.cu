@@ -974,27 +974,28 @@ START_TEST(fused_stagewise_within_bounds)
 }
 END_TEST
 
-/* The warp-specialized persistent form of the 128-row tiles (fast_ws.cuh)
- * against the one-CTA-a-tile form (plan.persistent = 0): the same
- * per-k-tile wgmma sums and the same epilogue, so the same bits. The case
- * gives each persistent CTA several tiles of both GEMMs (about 96 row
- * blocks x 5 or 10 N tiles on 132 SMs; k tiles 20 / 10, not multiples of
- * the 4 / 6 stages, so the ring's phases wrap mid-tile, and the tile ring
- * of two entries is reused), pad rows in most row blocks, and both
- * activations. The atomic variant's sums have no
- * fixed order; the fused tests above check it against the host. */
+/* The warp-specialized persistent form of the 128-row tiles (fast_ws.cuh),
+ * with its weight tiles by TMA (plan.tma) and by cp.async, against the
+ * one-CTA-a-tile form (plan.persistent = 0): the same per-k-tile wgmma
+ * sums and the same epilogue, so the same bits. The cases give each
+ * persistent CTA several tiles of both GEMMs (about 96 row blocks x 5 or
+ * 10 N tiles on 132 SMs; k tiles 20 / 10, not multiples of the 4 / 6
+ * stages, so the ring's phases wrap mid-tile, and the tile ring of two
+ * entries is reused), pad rows in most row blocks, and both activations;
+ * the third (not the block scheme: its 128-groups) has partial tiles at
+ * every edge the TMA unit zero-fills: H 1200 and I 656 end inside a k tile
+ * of both GEMMs and inside an N tile of both. The atomic variant's sums
+ * have no fixed order; the fused tests above check it against the host. */
 static const moe_scheme WS_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHEME_FP8_WTENSOR_ATENSOR,
                                         MOE_SCHEME_FP8_WBLOCK128_AGROUP128};
 
-static void same_bits(const char *name, const moe_cuda_fx_plan *plan, uint16_t *ws, uint16_t *one, size_t n)
+static void same_bits(const char *name, const char *form, uint16_t *ws, const uint16_t *one, size_t n)
 {
     size_t bad = 0, nonfinite = 0;
     for (size_t i = 0; i < n; i++) bad += ws[i] != one[i], nonfinite += !isfinite(moe_bf16_to_f32(ws[i]));
-    ck_assert_msg(nonfinite == 0, "%s persistent: %zu outputs not finite (unwritten?)", name, nonfinite);
-    ck_assert_msg(bad == 0, "%s: persistent and one-CTA-a-tile forwards differ at %zu of %zu outputs", name, bad, n);
-    printf("persistent %s: plan bm %d bn %d/%d, %zu outputs bit-identical to one CTA a tile\n", name, plan->bm1,
-           plan->bn1, plan->bn2, n);
-    free(ws), free(one);
+    ck_assert_msg(nonfinite == 0, "%s %s: %zu outputs not finite (unwritten?)", name, form, nonfinite);
+    ck_assert_msg(bad == 0, "%s: %s and one-CTA-a-tile forwards differ at %zu of %zu outputs", name, form, bad, n);
+    free(ws);
 }
 
 START_TEST(persistent_matches_one_cta)
@@ -1002,20 +1003,25 @@ START_TEST(persistent_matches_one_cta)
     const moe_scheme sc = WS_SCHEMES[_i];
     /* small mode (sanitizers): one case of 64 row blocks, still about 2 to 4
      * tiles a CTA of each GEMM */
-    const fcase cases[] = {{6000, 8, 2, 1280, 640, MOE_ACT_SILU, 128}, {3000, 8, 2, 1280, 640, MOE_ACT_SWIGLUOAI, 128}};
+    const fcase cases[] = {{6000, 8, 2, 1280, 640, MOE_ACT_SILU, 128},
+                           {3000, 8, 2, 1280, 640, MOE_ACT_SWIGLUOAI, 128},
+                           {3000, 8, 2, 1200, 656, MOE_ACT_SILU, 128}};
     const fcase small = {4000, 4, 2, 512, 512, MOE_ACT_SILU, 128};
-    for (size_t ci = 0; ci < (gpu_small() ? 1 : 2); ci++) {
+    const size_t nc = gpu_small() ? 1 : sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128 ? 2 : 3;
+    for (size_t ci = 0; ci < nc; ci++) {
         const fcase *c = gpu_small() ? &small : &cases[ci]; /* no host forward */
         const size_t n = (size_t)c->M * c->H;
-        const char *env = getenv("MOE_FX_WS"); /* MOE_FX_WS=0 clears the plan's default */
-        const int want = !(env && !strcmp(env, "0"));
-        uint16_t *o_ws, *o_one;
+        const char *env = getenv("MOE_FX_WS"), *tenv = getenv("MOE_FX_TMA"); /* =0 clears the plan's default */
+        const int want = !(env && !strcmp(env, "0")), want_tma = !(tenv && !strcmp(tenv, "0")); /* 128-row tiles: TMA unless =0 */
+        uint16_t *o_tma, *o_cp, *o_one;
         moe_cuda_fx_plan plan;
         if (sc == MOE_SCHEME_BF16) {
             fprob f;
             fprob_make(c, 700 + ci, 0, &f);
             ck_assert_int_eq(f.plan.persistent, want);
-            f.plan.persistent = 1, o_ws = run_forward(&f);
+            ck_assert_int_eq(f.plan.tma, want_tma);
+            f.plan.persistent = 1, f.plan.tma = 1, o_tma = run_forward(&f);
+            f.plan.tma = 0, o_cp = run_forward(&f);
             f.plan.persistent = 0, plan = f.plan;
             o_one = run_forward(&f);
             fprob_free(&f);
@@ -1023,13 +1029,100 @@ START_TEST(persistent_matches_one_cta)
             q8prob f;
             q8prob_make(c, sc, 700 + ci, 0, &f);
             ck_assert_int_eq(f.plan.persistent, want);
-            f.plan.persistent = 1, o_ws = q8_run(&f);
+            ck_assert_int_eq(f.plan.tma, want_tma);
+            f.plan.persistent = 1, f.plan.tma = 1, o_tma = q8_run(&f);
+            f.plan.tma = 0, o_cp = q8_run(&f);
             f.plan.persistent = 0, plan = f.plan;
             o_one = q8_run(&f);
             q8prob_free(&f);
         }
-        same_bits(moe_scheme_name(sc), &plan, o_ws, o_one, n);
+        same_bits(moe_scheme_name(sc), "persistent (TMA weights)", o_tma, o_one, n);
+        same_bits(moe_scheme_name(sc), "persistent (cp.async weights)", o_cp, o_one, n);
+        printf("persistent %s: M %d H %d I %d, plan bm %d bn %d/%d, %zu outputs of both forms bit-identical to one CTA "
+               "a tile\n",
+               moe_scheme_name(sc), c->M, c->H, c->I, plan.bm1, plan.bn1, plan.bn2, n);
+        free(o_one);
     }
+}
+END_TEST
+
+/* The weight tiles by TMA (plan.tma: one box a k tile, the TMA unit's
+ * 128-byte swizzle and zero fill) against the same plan's 16-byte copies,
+ * every tile form of every scheme that has it: the same bytes in the same
+ * shared-memory places, so the same bits. The cases reach the slot
+ * layout (M = 1), the 16-row swapped tiles deep and shallow, the 32-row
+ * swapped tiles, the 64-row tiles on wgmma and on mma.sync, and through
+ * next_form each plan's mma.sync forms; the last two end inside a k tile
+ * and inside an N tile of both GEMMs (H 1200, I 656; not the block
+ * scheme, whose 128-groups need whole k tiles). The 128-row persistent
+ * tiles: persistent_matches_one_cta. The 4-bit schemes keep the copies. */
+static const moe_scheme TMA_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHEME_FP8_WTENSOR_ATENSOR,
+                                         MOE_SCHEME_FP8_WBLOCK128_AGROUP128, MOE_SCHEME_INT8_WCHANNEL_ATOKEN,
+                                         MOE_SCHEME_W4A16_G128, MOE_SCHEME_MXFP4_W4A16};
+
+START_TEST(tma_matches_copies)
+{
+    const moe_scheme sc = TMA_SCHEMES[_i];
+    const int w4 = sc == MOE_SCHEME_W4A16_G128 || sc == MOE_SCHEME_MXFP4_W4A16, block = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
+    const char *env = getenv("MOE_FX_TMA"); /* =0 / =1: never / every tile that can */
+    const fcase cases[] = {{1, 64, 8, 1024, 512, MOE_ACT_SILU, 16},      {16, 40, 8, 1024, 512, MOE_ACT_SILU, 16},
+                           {24, 4, 2, 4096, 128, MOE_ACT_SILU, 0},      {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},
+                           {64, 4, 2, 4096, 128, MOE_ACT_SILU, 64},     {3, 16, 8, 1200, 656, MOE_ACT_SILU, 16},
+                           {200, 8, 2, 1200, 656, MOE_ACT_SWIGLUOAI, 64}};
+    if (w4) { /* no TMA form: the plan says so (weights are not made) */
+        moe_cuda_fx_problem p = {1, 8, 2, 1024, 512, sc, moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 0};
+        moe_cuda_fx_plan pl;
+        for (int m = 1; m <= 4096; m *= 64) {
+            p.M = m;
+            ck_assert_msg(moe_cuda_fx_plan_make(&p, &pl) == MOE_OK, "%s", moe_last_error());
+            ck_assert_int_eq(pl.tma, 0);
+        }
+        /* the tile names' edge cases: no plan, no buffer, an empty one (left untouched) */
+        char buf[16] = "x";
+        moe_cuda_fx_tiles(NULL, buf, sizeof buf);
+        ck_assert_str_eq(buf, "no plan");
+        moe_cuda_fx_tiles(&pl, NULL, sizeof buf);
+        moe_cuda_fx_tiles(&pl, buf, 0);
+        ck_assert_str_eq(buf, "no plan");
+        moe_cuda_fx_tiles(&pl, buf, 6); /* truncated, terminated */
+        ck_assert_int_eq((int)strlen(buf), 5);
+        return;
+    }
+    const size_t nc = gpu_small() ? 2 : block ? 5 : 7;
+    int forms = 0;
+    for (size_t ci = 0; ci < nc; ci++) {
+        const fcase *c = &cases[ci];
+        const size_t n = (size_t)c->M * c->H;
+        fprob f;
+        q8prob q;
+        const int wide = sc == MOE_SCHEME_BF16;
+        if (wide) fprob_make(c, 900 + ci, 0, &f);
+        else q8prob_make(c, sc, 900 + ci, 0, &q);
+        moe_cuda_fx_plan *pl = wide ? &f.plan : &q.plan;
+        /* plan_make's rule (fast.cu): the 64 / 128-row tiles, and the 8-bit schemes' decode tiles */
+        const int want = env ? strcmp(env, "0") != 0 : pl->bm1 >= 64 || !wide;
+        ck_assert_int_eq(pl->tma, want);
+        do {
+            char tiles[96];
+            pl->tma = 1;
+            moe_cuda_fx_tiles(pl, tiles, sizeof tiles);
+            uint16_t *ot = wide ? run_forward(&f) : q8_run(&q);
+            pl->tma = 0;
+            uint16_t *oc = wide ? run_forward(&f) : q8_run(&q);
+            size_t bad = 0, nonfinite = 0;
+            for (size_t i = 0; i < n; i++) bad += ot[i] != oc[i], nonfinite += !isfinite(moe_bf16_to_f32(ot[i]));
+            ck_assert_msg(nonfinite == 0, "%s M %d H %d I %d tiles %s: %zu TMA outputs not finite", moe_scheme_name(sc),
+                          c->M, c->H, c->I, tiles, nonfinite);
+            ck_assert_msg(bad == 0, "%s M %d H %d I %d tiles %s: TMA and copy forwards differ at %zu of %zu outputs",
+                          moe_scheme_name(sc), c->M, c->H, c->I, tiles, bad, n);
+            printf("tma %s: M %d H %d I %d, tiles %s: %zu outputs bit-identical to the copies\n", moe_scheme_name(sc),
+                   c->M, c->H, c->I, tiles, n);
+            free(ot), free(oc), forms++;
+        } while (next_form(pl, sc));
+        if (wide) fprob_free(&f);
+        else q8prob_free(&q);
+    }
+    ck_assert_int_gt(forms, 0);
 }
 END_TEST
 
@@ -1383,6 +1476,9 @@ static void add_tests(Suite *s)
     /* its own case: CK_RUN_CASE=persistent runs it alone (no host forward, seconds) */
     TCase *tw = gpu_tcase(s, "persistent", 600);
     tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
+    /* CK_RUN_CASE=tma: the weight tiles by TMA against the copies (no host forward) */
+    TCase *tt = gpu_tcase(s, "tma", 600);
+    tcase_add_loop_test(tt, tma_matches_copies, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
     /* CK_RUN_CASE=stagewise: the forward's intermediates judged stage by stage, every scheme, both combines */
     TCase *tj = gpu_tcase(s, "stagewise", 900);
     tcase_add_test(tj, mma_steps_within_model);

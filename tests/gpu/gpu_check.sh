@@ -76,7 +76,7 @@ for s in $STEPS; do
             [ -x "$t" ] || continue
             case $(basename "$t") in
             check_gpu_fast)
-                for c in fast q8 encode slot persistent stagewise; do
+                for c in fast q8 encode slot persistent tma stagewise; do
                     step "suite check_gpu_fast ($c)" env CK_RUN_CASE=$c "$t"
                 done ;;
             *) step "suite $(basename "$t")" "$t" ;;
