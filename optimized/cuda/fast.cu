@@ -670,6 +670,20 @@ extern "C" moe_status moe_cuda_fx_combine(const void *y, const moe_cuda_fx_layou
     return combine(y, L, topk_w, M, topk, H, dt, out, stream, false);
 }
 
+/* plan_make's side-by-side switches (fast.h): unset, the plan's own choice
+ * (dflt); "0", off; anything else, on */
+static int env_flag(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v ? strcmp(v, "0") != 0 : dflt;
+}
+
+/* the deep form of a shallow swapped tile (each shallow index is its deep
+ * one plus one offset), and the tile a caller gets by clearing the plan's
+ * flags one at a time: deep, then mma.sync (fast.h) */
+static int deep_cfg(int c) { return is_shallow(c) ? c - (CFG_16x128S3 - CFG_16x128S) : c; }
+static int mma_cfg(int c) { return c == CFG_64x128W ? CFG_64x128 : unswap_cfg(c); }
+
 extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan *plan)
 {
     if (!p || !plan) return moe_fail(MOE_ERR_INVALID_ARG, "fx_plan_make: problem and plan must not be NULL");
@@ -697,26 +711,22 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     const int64_t slots = (int64_t)p->M * p->topk, touched = slots < p->E ? slots : p->E;
     const int64_t avg = (slots + touched - 1) / touched;
     int c1, c2;
-    const char *wg_env = getenv("MOE_FX_WG64");
     /* bf16's 64-row tiles on wgmma where the k chains are long (NOTES.md v18, two same-binary rounds:
      * Mixtral-8x7B M = 256 4-12% faster, DeepSeek-V3 M = 1024 0.7-6%; gpt-oss-120b M = 1024, H 2880, 6-7% slower) */
-    const int wg64 = kind == KIND_FP8 || kind == KIND_FP8_BLOCK ||
-                     (kind == KIND_BF16 && (wg_env ? strcmp(wg_env, "0") != 0 : p->H >= 4096));
+    const int wg64 = kind == KIND_FP8 || kind == KIND_FP8_BLOCK || (kind == KIND_BF16 && env_flag("MOE_FX_WG64", p->H >= 4096));
     if (avg <= 16)
         c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
     else if (avg <= 64 && wg64) c1 = c2 = CFG_64x128W;
     else if (avg <= 64 || kind == KIND_I8 || kind == KIND_W4 || kind == KIND_MX4) c1 = c2 = CFG_64x128;
     else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
     /* the decode tiles on wgmma, weights as A (NOTES.md v16: mma.sync e4m3 is emulated on this chip) */
-    const char *sw_env = getenv("MOE_FX_SWAP");
-    plan->swapped = CFG_BM[c1] == 16 && cfg_ok(kind, CFG_16x128S) && !(sw_env && !strcmp(sw_env, "0"));
+    plan->swapped = CFG_BM[c1] == 16 && cfg_ok(kind, CFG_16x128S) && env_flag("MOE_FX_SWAP", 1);
     /* 32 token rows a block (one weight pass for experts of 17-32 slots) where
      * GEMM1's k chain is long: Mixtral-8x7B M = 64 4-8% faster, Qwen3-30B-A3B
      * M = 256 (H 2048) 4-15% slower, and at 5-8 slots an expert slower too (NOTES.md v16) */
     const int rows32 = avg > 8 && p->H >= 4096;
     if (plan->swapped) c1 = swap_cfg(c1, rows32), c2 = swap_cfg(c2, rows32);
-    const char *sh_env = getenv("MOE_FX_SHALLOW");
-    if (plan->swapped && !(sh_env && !strcmp(sh_env, "0"))) {
+    if (plan->swapped && env_flag("MOE_FX_SHALLOW", 1)) {
         const int kt = kind == KIND_BF16 ? 64 : 128; /* a k tile: 128 bytes of a row */
         c1 = shallow_cfg(c1, (p->H + kt - 1) / kt, touched * ((p->I + CFG_BN[c1] / 2 - 1) / (CFG_BN[c1] / 2)));
         c2 = shallow_cfg(c2, (p->I + kt - 1) / kt, touched * ((p->H + CFG_BN[c2] - 1) / CFG_BN[c2]));
@@ -724,17 +734,15 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->shallow1 = is_shallow(c1), plan->shallow2 = is_shallow(c2);
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
     plan->wg64 = c1 == CFG_64x128W;
-    const char *ws_env = getenv("MOE_FX_WS");
-    plan->persistent = plan->bm1 == 128 && !(ws_env && !strcmp(ws_env, "0"));
+    plan->persistent = plan->bm1 == 128 && env_flag("MOE_FX_WS", 1);
     /* the weight tiles by TMA (NOTES.md v19, same-binary A/B over 4 shapes x 7 M x 5 schemes, two rounds):
      * the 128-row tiles 1-3% (8-bit) and 4-16% (bf16) faster, the 64-row tiles 0-5%; the 16 / 32-row decode
      * tiles 2-8% faster on 8-bit codes (gpt-oss-120b M = 16-256 fp8 7-8%; Qwen3-30B-A3B M = 256 2-4% slower),
      * within 1% on bf16 but for 3-5% slower points (Qwen3 M = 256, DeepSeek-V3 M = 1), so bf16's decode tiles
      * keep the copies. The 4-bit codes' 32-byte rows are not swizzled: copies. MOE_FX_TMA=0 / 1 in the
      * environment: never / wherever the tile allows (side-by-side timing). */
-    const char *tma_env = getenv("MOE_FX_TMA");
-    const int tma_tile = kind != KIND_W4 && kind != KIND_MX4 && fx::encode_tiled();
-    plan->tma = tma_tile && (tma_env ? strcmp(tma_env, "0") != 0 : plan->bm1 >= 64 || kind != KIND_BF16);
+    plan->tma = kind != KIND_W4 && kind != KIND_MX4 && fx::encode_tiled() &&
+                env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16);
     /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
      * in one wave of two per SM (NOTES.md, v7): with more waves its waiting
      * CTAs would hold slots GEMM1 still needs */
@@ -762,8 +770,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * the forms a caller may select by clearing a flag (fast.h): the deep
      * form of a shallow tile, the mma.sync form of a 16-row swapped tile and
      * of the wgmma 64-row tile */
-    const int f1[3] = {c1, is_shallow(c1) ? c1 - (CFG_16x128S3 - CFG_16x128S) : c1, c1 == CFG_64x128W ? CFG_64x128 : unswap_cfg(c1)};
-    const int f2[3] = {c2, is_shallow(c2) ? c2 - (CFG_16x128S3 - CFG_16x128S) : c2, c2 == CFG_64x128W ? CFG_64x128 : unswap_cfg(c2)};
+    const int f1[3] = {c1, deep_cfg(c1), mma_cfg(c1)}, f2[3] = {c2, deep_cfg(c2), mma_cfg(c2)};
     cudaError_t ce = cudaSuccess;
     for (int form = 0; form < 3 && ce == cudaSuccess; form++) {
         ce = with_tile(kind, f1[form], [&](auto t) { return decltype(t)::template prepare<fx::EPI_GATED>(); });
@@ -804,6 +811,12 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
                         plan->swapped ? "swapped" : "mma.sync / wgmma", plan->bm1, plan->bn1 * 2, plan->bm2, plan->bn2);
     if (scaled && (!a->w1_scale || !a->w2_scale))
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: scheme %s needs w1_scale and w2_scale", moe_scheme_name(p->scheme));
+    /* the GEMMs read x, w1 and w2 in 16-byte copies and TMA boxes */
+    if ((uintptr_t)a->x % 16 || (uintptr_t)a->w1 % 16 || (uintptr_t)a->w2 % 16)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: x, w1 and w2 must be 16-byte aligned (x %p, w1 %p, w2 %p)", a->x,
+                        a->w1, a->w2);
+    if (plan->tma && kind != KIND_W4 && kind != KIND_MX4 && !fx::encode_tiled())
+        return moe_fail(MOE_ERR_UNSUPPORTED, "fx_forward: plan.tma set, but the driver has no cuTensorMapEncodeTiled");
     const int tensor = p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR;
     /* a plan made for another problem (another scheme shares the tiles) would
      * carve more than it allotted */

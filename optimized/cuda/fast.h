@@ -129,7 +129,8 @@ moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan 
 
 /* One forward on `stream` (a cudaStream_t; NULL: the calling thread's
  * default stream). workspace: device memory of plan.workspace bytes,
- * 256-byte aligned. Asynchronous: launch errors are returned, device
+ * 256-byte aligned; x, w1 and w2 16-byte aligned (MOE_ERR_INVALID_ARG
+ * otherwise). Asynchronous: launch errors are returned, device
  * faults show at the next synchronization. No allocation, no host
  * synchronization: capturable in a CUDA graph. */
 moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, const moe_cuda_fx_args *a,

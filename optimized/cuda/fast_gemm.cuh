@@ -90,7 +90,7 @@ struct gemm_params {
     int max_blocks, n_tiles, group; /* the grid (set by gemm_launch) */
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
     int *tile_next;              /* gemm_ws_kernel: the grid's tile counter, zero at its launch (fast_ws.cuh) */
-    int b_tma;                   /* gemm_ws_kernel: the weight tiles by TMA (fast_ws.cuh; E must be set) */
+    int b_tma;                   /* the weight tiles by TMA (weight_map; E must be set; not the 4-bit codes) */
     /* the slot layout (fast.h, M = 1): block b holds slot b alone in its row b * slot_bm (the other rows pads),
      * expert slot_ids[b] (outside [0, E): no rows); sorted, block_expert and num_blocks are not read, GEMM1
      * (slot_write) writes them and row_of_slot for the kernels after it */
@@ -955,20 +955,24 @@ template <class T, int BN, int EPI> cudaError_t weight_map(const gemm_params &p,
                                    : std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const cuuint32_t kbox = (cuuint32_t)(128 / es), one[5] = {1, 1, 1, 1, 1};
-    CUresult r;
-    if (EPI == EPI_GATED) {
-        const cuuint64_t I = (cuuint64_t)p.I;
-        const cuuint64_t dim[5] = {K, 8, 2, I / 8, E}, stride[4] = {K * es, I * K * es, 8 * K * es, N * K * es};
-        const cuuint32_t box[5] = {kbox, 8, 2, BN / 16, 1};
-        r = enc(m, dt, 5, (void *)p.w, dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    } else {
-        const cuuint64_t dim[3] = {K, N, E}, stride[2] = {K * es, N * K * es};
-        const cuuint32_t box[3] = {kbox, BN, 1};
-        r = enc(m, dt, 3, (void *)p.w, dim, stride, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    }
+    const cuuint64_t I = (cuuint64_t)p.I;
+    const cuuint64_t gdim[5] = {K, 8, 2, I / 8, E}, gstride[4] = {K * es, I * K * es, 8 * K * es, N * K * es};
+    const cuuint32_t gbox[5] = {kbox, 8, 2, BN / 16, 1};
+    const cuuint64_t dim[3] = {K, N, E}, stride[2] = {K * es, N * K * es};
+    const cuuint32_t box[3] = {kbox, BN, 1};
+    const bool g = EPI == EPI_GATED;
+    const CUresult r = enc(m, dt, g ? 5 : 3, (void *)p.w, g ? gdim : dim, g ? gstride : stride, g ? gbox : box, one,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+/* the launch's map argument: weight_map's when q.b_tma, zeros otherwise
+ * (the kernels then take the copies and never read it) */
+template <class T, int BN, int EPI> cudaError_t launch_map(const gemm_params &q, CUtensorMap *m)
+{
+    memset(m, 0, sizeof *m);
+    return q.b_tma ? weight_map<T, BN, EPI>(q, m) : cudaSuccess;
 }
 
 /* pdl: launched as a programmatic dependent of the kernel before it */
@@ -986,13 +990,10 @@ cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaSt
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
-    CUtensorMap wmap;
-    memset(&wmap, 0, sizeof wmap);
     if (QS >= QS_W4_INT) q.b_tma = 0; /* the codes' rows are 32 bytes, unswizzled */
-    if (q.b_tma) {
-        const cudaError_t ce = weight_map<T, BN, EPI>(q, &wmap);
-        if (ce != cudaSuccess) return ce;
-    }
+    CUtensorMap wmap;
+    const cudaError_t ce = launch_map<T, BN, EPI>(q, &wmap);
+    if (ce != cudaSuccess) return ce;
     return cudaLaunchKernelEx(&lc, gemm_kernel<T, BM, BN, WM, WN, STAGES, EPI, WG, QS>, q, wmap);
 }
 

@@ -248,11 +248,8 @@ cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cud
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
     CUtensorMap wmap;
-    memset(&wmap, 0, sizeof wmap);
-    if (q.b_tma) {
-        const cudaError_t ce = weight_map<T, BN, EPI>(q, &wmap);
-        if (ce != cudaSuccess) return ce;
-    }
+    const cudaError_t ce = launch_map<T, BN, EPI>(q, &wmap);
+    if (ce != cudaSuccess) return ce;
     return cudaLaunchKernelEx(&lc, gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS>, q, wmap);
 }
 

@@ -1266,6 +1266,14 @@ START_TEST(forward_refusals)
     bad.bn2 = 48;
     ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan"));
+    /* operands off the 16-byte grid of the copies and TMA boxes, each in turn */
+    for (int o = 0; o < 3; o++) {
+        moe_cuda_fx_args m = a;
+        const void **ptr = o == 0 ? &m.x : o == 1 ? &m.w1 : &m.w2;
+        *ptr = (const char *)*ptr + 2;
+        ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &f.plan, &m, f.ws, NULL), MOE_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(moe_last_error(), "16-byte aligned"));
+    }
     /* a bf16 plan for an fp8 problem of the same sizes and tiles: its
      * workspace has no room for the quantized x and h */
     moe_cuda_fx_problem p8 = f.p;
