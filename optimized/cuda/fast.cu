@@ -369,16 +369,18 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
  * two such CTAs an SM overlap one's promotion with the other's wgmma (v11). */
 enum Cfg {
     CFG_16x128 = 0, CFG_16x64, CFG_64x128, CFG_128x256, CFG_128x128, CFG_64x128W,
-    CFG_16x128S, CFG_16x64S, CFG_32x128S, CFG_32x64S, CFG_16x128S3, CFG_16x64S3, CFG_COUNT
+    CFG_16x128S, CFG_16x64S, CFG_32x128S, CFG_32x64S, CFG_16x128S3, CFG_16x64S3, CFG_64x128W3, CFG_COUNT
 };
-const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128, 64, 16, 16, 32, 32, 16, 16},
-          CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128, 128, 128, 64, 128, 64, 128, 64};
+const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128, 64, 16, 16, 32, 32, 16, 16, 64},
+          CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128, 128, 128, 64, 128, 64, 128, 64, 128};
 /* the swapped decode tiles (weights as wgmma's A; plan.swapped) */
-int is_swapped(int c) { return c >= CFG_16x128S && c < CFG_COUNT; }
+int is_swapped(int c) { return c >= CFG_16x128S && c <= CFG_16x64S3; }
 /* the 16-row swapped tiles with fewer stages (4 / 6 of 6 / 8): three CTAs
  * an SM instead of two (plan.shallow1 / shallow2); each is its deep form's
  * index plus CFG_16x128S3 - CFG_16x128S */
-int is_shallow(int c) { return c == CFG_16x128S3 || c == CFG_16x64S3; }
+int is_shallow(int c) { return c == CFG_16x128S3 || c == CFG_16x64S3 || c == CFG_64x128W3; }
+/* the wgmma 64-row tile, 4 stages (two CTAs an SM) or 3 (three) */
+int is_w64(int c) { return c == CFG_64x128W || c == CFG_64x128W3; }
 static_assert(CFG_16x64S3 - CFG_16x64S == CFG_16x128S3 - CFG_16x128S, "shallow = deep + one offset");
 
 /* What the GEMMs multiply: bf16 values, e4m3 codes with epilogue scales
@@ -412,7 +414,7 @@ int cfg_ok(Kind k, int c)
     if (c < 0 || c >= CFG_COUNT) return 0;
     if (c == CFG_128x256) return k == KIND_BF16;
     if (c == CFG_128x128) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
-    if (c == CFG_64x128W) return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_BF16;
+    if (is_w64(c)) return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_BF16;
     if (is_swapped(c)) return k == KIND_BF16 || k == KIND_FP8 || k == KIND_FP8_BLOCK;
     return 1;
 }
@@ -447,22 +449,28 @@ int shallow_cfg(int c, int k_tiles, int64_t ctas)
     return c;
 }
 
+/* the persistent form's stages: the 128-row tiles keep theirs; the 64-row
+ * wgmma tile (64x128W) takes 8 (one CTA an SM instead of two of 4: the
+ * producer runs into the next tile while the consumer warpgroup is in its
+ * epilogue) */
+template <int BM, int ST> struct ws_stages { static constexpr int v = BM == 128 ? ST : 8; };
+
 /* one instantiation of the GEMM: its shared-memory limit and its launch;
- * the 128-row wgmma tiles also have the warp-specialized persistent form
- * (fast_ws.cuh, NOTES.md v13), launched when the plan says persistent */
+ * the 64- and 128-row wgmma tiles also have the warp-specialized persistent
+ * form (fast_ws.cuh, NOTES.md v13, v20), launched when the plan says persistent */
 template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> struct tile {
-    static constexpr bool WS = WG && BM == 128;
+    static constexpr bool WS = WG && BM >= 64;
     template <int EPI> static cudaError_t prepare()
     {
         cudaError_t ce = fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>();
         if constexpr (WS)
-            if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ST, EPI, QS>();
+            if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>();
         return ce;
     }
     template <int EPI> static cudaError_t launch(const fx::gemm_params &g, int max_blocks, int n_cols, cudaStream_t s, bool ws)
     {
         if constexpr (WS)
-            if (ws) return fx::gemm_ws_launch<T, BM, BN, ST, EPI, QS>(g, max_blocks, n_cols, s, true);
+            if (ws) return fx::gemm_ws_launch<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>(g, max_blocks, n_cols, s, true);
         return fx::gemm_launch<T, BM, BN, WM, WN, ST, EPI, WG, QS>(g, max_blocks, n_cols, s, true);
     }
 };
@@ -510,6 +518,9 @@ template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
         break;
     case CFG_16x64S3:
         if constexpr (SWT) return f(tile<T, 16, 64, 1, 4, 6, true, QS>());
+        break;
+    case CFG_64x128W3:
+        if constexpr (SWT) return f(tile<T, 64, 128, 4, 1, 3, true, QS>());
         break;
     }
     return cudaErrorInvalidValue;
@@ -681,8 +692,8 @@ static int env_flag(const char *name, int dflt)
 /* the deep form of a shallow swapped tile (each shallow index is its deep
  * one plus one offset), and the tile a caller gets by clearing the plan's
  * flags one at a time: deep, then mma.sync (fast.h) */
-static int deep_cfg(int c) { return is_shallow(c) ? c - (CFG_16x128S3 - CFG_16x128S) : c; }
-static int mma_cfg(int c) { return c == CFG_64x128W ? CFG_64x128 : unswap_cfg(c); }
+static int deep_cfg(int c) { return c == CFG_64x128W3 ? CFG_64x128W : is_shallow(c) ? c - (CFG_16x128S3 - CFG_16x128S) : c; }
+static int mma_cfg(int c) { return is_w64(c) ? CFG_64x128 : unswap_cfg(c); }
 
 extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan *plan)
 {
@@ -731,10 +742,18 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
         c1 = shallow_cfg(c1, (p->H + kt - 1) / kt, touched * ((p->I + CFG_BN[c1] / 2 - 1) / (CFG_BN[c1] / 2)));
         c2 = shallow_cfg(c2, (p->I + kt - 1) / kt, touched * ((p->H + CFG_BN[c2] - 1) / CFG_BN[c2]));
     }
+    /* the e4m3 64-row tile with epilogue scales on 3 stages, three CTAs an SM (NOTES.md v20, same-binary A/B,
+     * two rounds: 3-15% faster, Mixtral-8x7B M = 256 9-13%, Qwen3-30B-A3B M = 1024 13-15%): the promoted k loop
+     * (wgmma, wait, add) is the bound, and a third CTA overlaps it. Not the block scheme (its k-tile scales
+     * spill at 168 registers: 9-36% slower) nor bf16 (one stage ahead) */
+    if (c1 == CFG_64x128W && kind == KIND_FP8 && env_flag("MOE_FX_SHALLOW", 1)) c1 = c2 = CFG_64x128W3;
     plan->shallow1 = is_shallow(c1), plan->shallow2 = is_shallow(c2);
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
-    plan->wg64 = c1 == CFG_64x128W;
-    plan->persistent = plan->bm1 == 128 && env_flag("MOE_FX_WS", 1);
+    plan->wg64 = is_w64(c1);
+    /* persistent: the 128-row tiles (NOTES.md v13), and bf16's 64-row wgmma tile (v20, same-binary A/B, two
+     * rounds: Mixtral-8x7B M = 128 / 256 3-3.5%, DeepSeek-V3 M = 1024 4-5% faster; the e4m3 ones 7-28% slower:
+     * one consumer warpgroup an SM cannot overlap its promotion). MOE_FX_WS=0 / 1: never / every such tile */
+    plan->persistent = (plan->bm1 == 128 || plan->wg64) && env_flag("MOE_FX_WS", plan->bm1 == 128 || (plan->wg64 && kind == KIND_BF16));
     /* the weight tiles by TMA (NOTES.md v19, same-binary A/B over 4 shapes x 7 M x 5 schemes, two rounds):
      * the 128-row tiles 1-3% (8-bit) and 4-16% (bf16) faster, the 64-row tiles 0-5%; the 16 / 32-row decode
      * tiles 2-8% faster on 8-bit codes (gpt-oss-120b M = 16-256 fp8 7-8%; Qwen3-30B-A3B M = 256 2-4% slower),
@@ -788,8 +807,9 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
 static int cfg_of(Kind k, int bm, int bn, int swapped, int wg64, int shallow)
 {
     for (int c = 0; c < CFG_COUNT; c++)
-        if (CFG_BM[c] == bm && CFG_BN[c] == bn && cfg_ok(k, c) && (bm != 64 || (c == CFG_64x128W) == (wg64 != 0)) &&
-            (bm >= 64 || is_swapped(c) == (swapped != 0)) && (!is_swapped(c) || is_shallow(c) == (shallow != 0)))
+        if (CFG_BM[c] == bm && CFG_BN[c] == bn && cfg_ok(k, c) && (bm != 64 || is_w64(c) == (wg64 != 0)) &&
+            (bm >= 64 || is_swapped(c) == (swapped != 0)) &&
+            (!(is_swapped(c) || is_w64(c)) || is_shallow(c) == (shallow != 0)))
             return c;
     return -1;
 }

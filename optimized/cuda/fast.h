@@ -90,11 +90,12 @@ typedef struct {
     int max_blocks;         /* grid rows launched (an upper bound of the padded blocks) */
     int launches;           /* kernels per forward */
     int trigger_early;      /* GEMM1 lets GEMM2's CTAs start before it ends (programmatic dependent launch) */
-    int persistent;         /* the 128-row wgmma tiles run warp-specialized and persistent (fast_ws.cuh: one CTA
-                             * an SM taking tiles from a counter the forward zeroes with a memset); 0: one CTA a
-                             * tile (gemm_kernel, the form before; same results bit for bit). plan_make sets it
-                             * for 128-row plans unless MOE_FX_WS=0 is in the environment; a caller may clear it
-                             * (the side-by-side check and timing) */
+    int persistent;         /* the 128-row and the 64-row wgmma tiles run warp-specialized and persistent
+                             * (fast_ws.cuh: one CTA an SM taking tiles from a counter the forward zeroes with a
+                             * memset); 0: one CTA a tile (gemm_kernel, the form before; same results bit for
+                             * bit). plan_make sets it for 128-row plans and bf16's 64-row wgmma plans (NOTES.md
+                             * v20); MOE_FX_WS=0 / 1 in the environment: never / every such tile; a caller may
+                             * clear it (the side-by-side check and timing) */
     int slot_layout;        /* M = 1 on 16-row tiles: no align kernel; block b is slot b alone (its expert read
                              * from topk_ids by the GEMMs), GEMM1 writes the layout's sorted, block_expert,
                              * row_of_slot and num_blocks (counts and offsets are not written). A token's top-k
@@ -110,7 +111,9 @@ typedef struct {
                              * overrides for bf16); 0: the mma.sync 64 x 128 tile of eight warps */
     int shallow1, shallow2; /* GEMM1 / GEMM2 on a 16-row swapped tile runs its shallow form (4 / 6 stages instead
                              * of 6 / 8: three CTAs an SM instead of two) where plan_make predicts it faster
-                             * (fast.cu shallow_cfg; MOE_FX_SHALLOW=0 in the environment: never) */
+                             * (fast.cu shallow_cfg); the e4m3 64-row wgmma tile with epilogue scales (per
+                             * tensor, per channel) runs on 3 stages instead of 4, three CTAs an SM (both GEMMs;
+                             * NOTES.md v20). MOE_FX_SHALLOW=0 in the environment: never; a caller may clear them */
     int tma;                /* the GEMMs load their weight tiles by TMA (one box a k tile; fast_gemm.cuh,
                              * fast_ws.cuh, NOTES.md v19); 0: by 16-byte cp.async from every thread (the form
                              * before; same results bit for bit). plan_make sets it where the driver encodes

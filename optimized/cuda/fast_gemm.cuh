@@ -455,7 +455,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
 
 
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG, int QS = 0>
-__global__ void __launch_bounds__(WM *WN * 32) gemm_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
+__global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3 : 1) gemm_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
 {
     typedef cfg<BM, BN, WM, WN, STAGES, WG, brow_of<QS>::v> C;
     constexpr bool E4 = std::is_same<T, __nv_fp8_e4m3>::value;

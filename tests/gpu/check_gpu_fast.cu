@@ -1002,24 +1002,41 @@ START_TEST(persistent_matches_one_cta)
 {
     const moe_scheme sc = WS_SCHEMES[_i];
     /* small mode (sanitizers): one case of 64 row blocks, still about 2 to 4
-     * tiles a CTA of each GEMM */
+     * tiles a CTA of each GEMM. The fourth case runs the 64-row wgmma tile
+     * (about 50 slots an expert): about 17 row blocks x 17 / 10 N tiles,
+     * k tiles 20 / 17 (bf16) and 10 / 9 (e4m3) against 8 stages, partial
+     * tiles at the end of I (not for the block scheme) */
+    const int blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
     const fcase cases[] = {{6000, 8, 2, 1280, 640, MOE_ACT_SILU, 128},
                            {3000, 8, 2, 1280, 640, MOE_ACT_SWIGLUOAI, 128},
-                           {3000, 8, 2, 1200, 656, MOE_ACT_SILU, 128}};
+                           {3000, 8, 2, 1200, 656, MOE_ACT_SILU, 128},
+                           {200, 16, 4, 1280, blk ? 1024 : 1040, MOE_ACT_SILU, 64}};
     const fcase small = {4000, 4, 2, 512, 512, MOE_ACT_SILU, 128};
-    const size_t nc = gpu_small() ? 1 : sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128 ? 2 : 3;
+    const size_t nc = gpu_small() ? 1 : 4;
     for (size_t ci = 0; ci < nc; ci++) {
         const fcase *c = gpu_small() ? &small : &cases[ci]; /* no host forward */
+        if (blk && c->I % 128) continue; /* the block scheme: whole 128-groups */
         const size_t n = (size_t)c->M * c->H;
-        const char *env = getenv("MOE_FX_WS"), *tenv = getenv("MOE_FX_TMA"); /* =0 clears the plan's default */
-        const int want = !(env && !strcmp(env, "0")), want_tma = !(tenv && !strcmp(tenv, "0")); /* 128-row tiles: TMA unless =0 */
+        const char *env = getenv("MOE_FX_WS"), *tenv = getenv("MOE_FX_TMA");
+        /* the plan's defaults (=0 / =1 in the environment override them): persistent 128-row tiles and bf16's
+         * 64-row ones (the e4m3 64-row tiles measured slower persistent; the form still has to match); TMA
+         * weights on both */
+        const int want = env ? strcmp(env, "0") != 0 : c->expect_bm == 128 || sc == MOE_SCHEME_BF16;
+        const int want_tma = !(tenv && !strcmp(tenv, "0"));
         uint16_t *o_tma, *o_cp, *o_one;
         moe_cuda_fx_plan plan;
         if (sc == MOE_SCHEME_BF16) {
             fprob f;
+            /* bf16 takes the 64-row wgmma tile from H 4096 on (plan.wg64); this H is smaller, to keep the case small */
+            const char *wg = getenv("MOE_FX_WG64");
+            char *keep = wg ? strdup(wg) : NULL;
+            if (c->expect_bm == 64) setenv("MOE_FX_WG64", "1", 1);
             fprob_make(c, 700 + ci, 0, &f);
+            if (keep) setenv("MOE_FX_WG64", keep, 1), free(keep);
+            else unsetenv("MOE_FX_WG64");
             ck_assert_int_eq(f.plan.persistent, want);
             ck_assert_int_eq(f.plan.tma, want_tma);
+            ck_assert(c->expect_bm != 64 || f.plan.wg64); /* the 64-row wgmma tile, the one with a persistent form */
             f.plan.persistent = 1, f.plan.tma = 1, o_tma = run_forward(&f);
             f.plan.tma = 0, o_cp = run_forward(&f);
             f.plan.persistent = 0, plan = f.plan;
@@ -1030,6 +1047,7 @@ START_TEST(persistent_matches_one_cta)
             q8prob_make(c, sc, 700 + ci, 0, &f);
             ck_assert_int_eq(f.plan.persistent, want);
             ck_assert_int_eq(f.plan.tma, want_tma);
+            ck_assert(c->expect_bm != 64 || f.plan.wg64); /* the 64-row wgmma tile, the one with a persistent form */
             f.plan.persistent = 1, f.plan.tma = 1, o_tma = q8_run(&f);
             f.plan.tma = 0, o_cp = q8_run(&f);
             f.plan.persistent = 0, plan = f.plan;
@@ -1235,13 +1253,15 @@ START_TEST(plan_decode_forms)
                       "shallow case %zu: %d / %d", i, plan.shallow1, plan.shallow2);
         ck_assert_int_eq(plan.bm1, 16);
     }
-    /* bf16's 64-row tiles on wgmma at H >= 4096 (MOE_FX_WG64 overrides); e4m3 always, int8 never */
-    const char *wg = getenv("MOE_FX_WG64");
+    /* bf16's 64-row tiles on wgmma at H >= 4096 (MOE_FX_WG64 overrides); e4m3 always, int8 never; bf16's
+     * persistent (MOE_FX_WS), the e4m3 ones with epilogue scales on 3 stages (shallow, MOE_FX_SHALLOW) */
+    const char *wg = getenv("MOE_FX_WG64"), *wsv = getenv("MOE_FX_WS");
     static const struct {
         moe_scheme sc;
         int H, want;
     } w[] = {{MOE_SCHEME_BF16, 4096, 1}, {MOE_SCHEME_BF16, 2048, 0}, {MOE_SCHEME_FP8_WTENSOR_ATENSOR, 2048, 1},
-             {MOE_SCHEME_INT8_WCHANNEL_ATOKEN, 4096, 0}};
+             {MOE_SCHEME_INT8_WCHANNEL_ATOKEN, 4096, 0}, {MOE_SCHEME_FP8_WCHANNEL_ATOKEN, 4096, 1},
+             {MOE_SCHEME_FP8_WBLOCK128_AGROUP128, 4096, 1}};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
         moe_cuda_fx_problem p = {64, 4, 2, w[i].H, 128, w[i].sc, moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 0};
         moe_cuda_fx_plan plan;
@@ -1249,6 +1269,12 @@ START_TEST(plan_decode_forms)
         ck_assert_int_eq(plan.bm1, 64);
         const int want = wg && w[i].sc == MOE_SCHEME_BF16 ? strcmp(wg, "0") != 0 : w[i].want;
         ck_assert_msg(plan.wg64 == want, "wg64 case %zu: %d, want %d", i, plan.wg64, want);
+        const int e4 = w[i].sc == MOE_SCHEME_FP8_WTENSOR_ATENSOR || w[i].sc == MOE_SCHEME_FP8_WCHANNEL_ATOKEN;
+        const int want_ws = !want ? 0 : wsv ? strcmp(wsv, "0") != 0 : w[i].sc == MOE_SCHEME_BF16;
+        ck_assert_msg(plan.persistent == want_ws, "wg64 case %zu: persistent %d, want %d", i, plan.persistent, want_ws);
+        ck_assert_msg(plan.shallow1 == (e4 && !(sh && !strcmp(sh, "0"))) && plan.shallow2 == plan.shallow1,
+                      "wg64 case %zu: shallow %d / %d",
+                      i, plan.shallow1, plan.shallow2);
     }
 }
 END_TEST
