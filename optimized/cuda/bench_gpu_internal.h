@@ -118,6 +118,7 @@ moe_status moe_bg_peer_prepare(moe_bg_peer *p, int set, cudaStream_t s);
 moe_status moe_bg_peer_gemms(void *peer, int rep, cudaStream_t s);
 
 /* ---- points (bench_gpu_report.cu) ---- */
+#define MOE_BG_WARM_S 0.05   /* untimed seconds per implementation and point at least, before the counted warm-ups */
 #define MOE_BG_BUDGET_S 2.0   /* timed seconds per implementation and point at most (reps cut, never below one) */
 #define MOE_BG_CHECK_TOL 2e-2 /* bf16 outputs of two f32-accumulating pipelines differ by about 1e-3 */
 
