@@ -59,7 +59,8 @@ static const char USAGE[] =
     "  at the start; JSON \"bench-gpu\". Defaults: --shape all (deepseek-v3 mixtral-8x7b qwen3-30b-a3b\n"
     "  gpt-oss-120b) --m 1,16,64,256,1024,4096,16384 --scheme bf16,fp8_wtensor_atensor,\n"
     "  fp8_wchannel_atoken,fp8_wblock128_agroup128,int8_wchannel_atoken,w4a16_g128,mxfp4_w4a16\n"
-    "  --reps 20 --warmup 3 --seed 1 --peers cublas.\n"
+    "  --reps 20 --warmup 3 --seed 1 --peers cublas; every implementation first runs untimed for 50 ms\n"
+    "  (none with --warmup 0).\n"
     "  Not built or no CUDA device: says so, exit 0, no JSON.\n";
 
 static double now_s(void)
