@@ -375,9 +375,10 @@ const int CFG_BM[CFG_COUNT] = {16, 16, 64, 128, 128, 64, 16, 16, 32, 32, 16, 16,
           CFG_BN[CFG_COUNT] = {128, 64, 128, 256, 128, 128, 128, 64, 128, 64, 128, 64, 128};
 /* the swapped decode tiles (weights as wgmma's A; plan.swapped) */
 int is_swapped(int c) { return c >= CFG_16x128S && c <= CFG_16x64S3; }
-/* the 16-row swapped tiles with fewer stages (4 / 6 of 6 / 8): three CTAs
- * an SM instead of two (plan.shallow1 / shallow2); each is its deep form's
- * index plus CFG_16x128S3 - CFG_16x128S */
+/* the shallow tiles (plan.shallow1 / shallow2), three CTAs an SM instead
+ * of two: the 16-row swapped tiles with fewer stages (4 / 6 of 6 / 8), each
+ * its deep form's index plus CFG_16x128S3 - CFG_16x128S, and the e4m3
+ * 64-row wgmma tile on 3 stages of 4 (deep form CFG_64x128W, deep_cfg) */
 int is_shallow(int c) { return c == CFG_16x128S3 || c == CFG_16x64S3 || c == CFG_64x128W3; }
 /* the wgmma 64-row tile, 4 stages (two CTAs an SM) or 3 (three) */
 int is_w64(int c) { return c == CFG_64x128W || c == CFG_64x128W3; }
@@ -689,8 +690,8 @@ static int env_flag(const char *name, int dflt)
     return v ? strcmp(v, "0") != 0 : dflt;
 }
 
-/* the deep form of a shallow swapped tile (each shallow index is its deep
- * one plus one offset), and the tile a caller gets by clearing the plan's
+/* the deep form of a shallow tile (a swapped one: its index less one
+ * offset; 64x128W3: 64x128W), and the tile a caller gets by clearing the plan's
  * flags one at a time: deep, then mma.sync (fast.h) */
 static int deep_cfg(int c) { return c == CFG_64x128W3 ? CFG_64x128W : is_shallow(c) ? c - (CFG_16x128S3 - CFG_16x128S) : c; }
 static int mma_cfg(int c) { return is_w64(c) ? CFG_64x128 : unswap_cfg(c); }
@@ -750,9 +751,10 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->shallow1 = is_shallow(c1), plan->shallow2 = is_shallow(c2);
     plan->bm1 = CFG_BM[c1], plan->bn1 = CFG_BN[c1] / 2, plan->bm2 = CFG_BM[c2], plan->bn2 = CFG_BN[c2];
     plan->wg64 = is_w64(c1);
-    /* persistent: the 128-row tiles (NOTES.md v13), and bf16's 64-row wgmma tile (v20, same-binary A/B, two
-     * rounds: Mixtral-8x7B M = 128 / 256 3-3.5%, DeepSeek-V3 M = 1024 4-5% faster; the e4m3 ones 7-28% slower:
-     * one consumer warpgroup an SM cannot overlap its promotion). MOE_FX_WS=0 / 1: never / every such tile */
+    /* persistent: the 128-row tiles (NOTES.md v13), and bf16's 64-row wgmma tile (v20: same-binary A/B, two
+     * rounds, 2.5-5% faster at Mixtral-8x7B M = 128 / 256 and DeepSeek-V3 M = 1024; old / new binaries on one
+     * machine 1-2.6% at Mixtral, DeepSeek-V3 within noise; the e4m3 ones 7-28% slower: one consumer warpgroup
+     * an SM cannot overlap its promotion). MOE_FX_WS=0 / 1: never / every such tile */
     plan->persistent = (plan->bm1 == 128 || plan->wg64) && env_flag("MOE_FX_WS", plan->bm1 == 128 || (plan->wg64 && kind == KIND_BF16));
     /* the weight tiles by TMA (NOTES.md v19, same-binary A/B over 4 shapes x 7 M x 5 schemes, two rounds):
      * the 128-row tiles 1-3% (8-bit) and 4-16% (bf16) faster, the 64-row tiles 0-5%; the 16 / 32-row decode

@@ -2,7 +2,7 @@
  * 128 x 256; e4m3 128 x 128 with promotion), NOTES.md v13, and of the
  * 64-row one (64 x 128, one consumer warpgroup, 8 stages; v20: plan_make
  * takes it for bf16 only, where the producer running into the next tile
- * during the consumer's epilogue gained 3-5%; e4m3's single consumer
+ * during the consumer's epilogue gained 1-5%; e4m3's single consumer
  * cannot overlap its promotion with its wgmma, 7-28% slower).
  *
  * Why: the profile of the one-CTA-a-tile kernel (gemm_kernel) on
