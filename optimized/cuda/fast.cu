@@ -764,6 +764,10 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * environment: never / wherever the tile allows (side-by-side timing). */
     plan->tma = kind != KIND_W4 && kind != KIND_MX4 && fx::encode_tiled() &&
                 env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16);
+    /* an expert's last row block is mostly pads where its slots barely spill into it (uniform routing on
+     * 128-row blocks: 1.12-1.46x the real rows at DeepSeek-V3 / gpt-oss-120b M = 4096-16384); the warps of
+     * the pad rows' slab skip their MMAs (fast_ws.cuh, fast_gemm.cuh). MOE_FX_PADSKIP=0: never */
+    plan->pad_skip = env_flag("MOE_FX_PADSKIP", 1);
     /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
      * in one wave of two per SM (NOTES.md, v7): with more waves its waiting
      * CTAs would hold slots GEMM1 still needs */
@@ -880,7 +884,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (q8) g1.a_scale = w.sx, scale_geom(p, 2 * p->I, p->H, &g1);
     if (scaled) g1.w_scale = a->w1_scale;
     if (tensor) g1.amax_out = w.amax + 1;
-    g1.tile_next = w.tiles, g1.b_tma = plan->tma, g1.E = p->E;
+    g1.tile_next = w.tiles, g1.b_tma = plan->tma, g1.E = p->E, g1.pad_skip = plan->pad_skip;
     if (plan->slot_layout) g1.slot_ids = a->topk_ids, g1.row_of_slot = w.L.row_of_slot, g1.slot_bm = plan->bm1, g1.slot_write = 1;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
      * kernel before each (NOTES.md, v7): their launch latency hides under

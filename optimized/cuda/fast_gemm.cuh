@@ -91,6 +91,7 @@ struct gemm_params {
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
     int *tile_next;              /* gemm_ws_kernel: the grid's tile counter, zero at its launch (fast_ws.cuh) */
     int b_tma;                   /* the weight tiles by TMA (weight_map; E must be set; not the 4-bit codes) */
+    int pad_skip;                /* row slabs of a block that hold only pads skip their MMAs (fast.h plan.pad_skip) */
     /* the slot layout (fast.h, M = 1): block b holds slot b alone in its row b * slot_bm (the other rows pads),
      * expert slot_ids[b] (outside [0, E): no rows); sorted, block_expert and num_blocks are not read, GEMM1
      * (slot_write) writes them and row_of_slot for the kernels after it */
@@ -511,6 +512,12 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
     if (p.pdl_trigger) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
     const int row0 = blk * BM, g = lane >> 2, t2 = (lane & 3) * 2;
+    /* mma.sync tiles of several warp rows: a warp whose rows are all pads
+     * (pads follow an expert's real rows, align_kernel) skips its MMAs;
+     * it still copies and meets every barrier, and its zero sums give the
+     * epilogue what the MMAs would have left (fast_ws.cuh does the same
+     * for a warpgroup of pads) */
+    const bool idle = !WG && WM > 1 && p.pad_skip && wm > 0 && slot_at(p, row0 + wm * C::WTM) < 0;
     typedef typename tc<T>::out_t TO;
     constexpr int EPC = 16 / (int)sizeof(T), KTILE = 8 * EPC; /* elements per 16-byte chunk / per k tile */
     const int K = p.K, KT = (K + KTILE - 1) / KTILE, ck = tid & 7;
@@ -856,7 +863,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
             };
             if (two) mmas(std::true_type());
             else mmas(std::false_type());
-        } else {
+        } else if (!idle) {
             float part[QS == QS_KTILE ? C::MF * C::NF * 4 : 1];
             if constexpr (QS == QS_KTILE)
 #pragma unroll

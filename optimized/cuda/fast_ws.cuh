@@ -179,6 +179,12 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
             int blk, nt;
             tile_of(t, blk, nt);
             const int e = p.block_expert[blk], row0 = blk * BM;
+            /* a warpgroup whose 64 rows are all pads (pads follow an expert's
+             * real rows, align_kernel: the expert's last block holds at most 64
+             * of them) runs no wgmma: it releases each stage once it has landed
+             * (arriving earlier could complete a phase twice) and its epilogue
+             * stores what zero sums give, the values the MMAs would have left */
+            const bool idle = p.pad_skip && cw >= 4 && slot_at(p, row0 + 64 * (cw / 4)) < 0;
             float acc[1][C::NF][4];
 #pragma unroll
             for (int q = 0; q < C::NF; q++) acc[0][q][0] = acc[0][q][1] = acc[0][q][2] = acc[0][q][3] = 0.0f;
@@ -187,6 +193,10 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
             for (int kt = 0; kt < KT; kt++, it++) {
                 const int s = it % STAGES;
                 mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
+                if (idle) {
+                    if (lane == 0) mbar_arrive(empty0 + 8 * s);
+                    continue;
+                }
                 /* the copies wrote through the generic proxy, the wgmmas read
                  * through the async proxy: the fence, after the acquire */
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -212,10 +222,11 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
                     if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
                 }
             }
-            if constexpr (!PROMO) {
-                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                if (KT > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
-            }
+            if constexpr (!PROMO)
+                if (!idle) {
+                    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                    if (KT > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
+                }
             epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, cw, 0, lane);
         }
     }

@@ -1485,6 +1485,63 @@ START_TEST(plan_refusals)
 }
 END_TEST
 
+/* Pad skipping (plan.pad_skip): the warps whose rows of a block are all
+ * pads skip their MMAs (the second warpgroup of the persistent 128-row
+ * tiles, the second warp row of the mma.sync 64-row tile), so the forward
+ * with it and without it must give the same bits. Each case has, by its
+ * routing (checked here, so a case cannot silently stop reaching the
+ * path), experts whose last block has its second slab all pads and
+ * experts whose last block has real rows in it: 2100 tokens on 8 experts
+ * (about 525 slots each, 4 blocks of 128 and a tail of a few rows, or 8
+ * of 64) and 130 on 16 with top-4 (about 33 slots: one 64-row block, on
+ * either side of 32). Every scheme: the e4m3 and bf16 128-row tiles, the
+ * mma.sync 64-row tile of int8, the 4-bit schemes and bf16 below H 4096
+ * (the e4m3 64-row tile is one warpgroup: nothing to skip). */
+START_TEST(pad_skip_matches_full)
+{
+    const moe_scheme sc = TMA_SCHEMES[_i];
+    const int w16 = sc == MOE_SCHEME_BF16 || sc == MOE_SCHEME_W4A16_G128 || sc == MOE_SCHEME_MXFP4_W4A16;
+    const fcase cases[] = {{2100, 8, 2, 1280, 640, MOE_ACT_SILU, 0}, {130, 16, 4, 1024, 768, MOE_ACT_SWIGLUOAI, 0}};
+    const char *env = getenv("MOE_FX_PADSKIP");
+    for (size_t ci = 0; ci < (gpu_small() ? 1 : 2); ci++) {
+        const fcase *c = &cases[ci];
+        fprob f;
+        q8prob q;
+        if (w16) fprob_make_sc(c, sc, 900 + ci, 0, &f);
+        else q8prob_make(c, sc, 900 + ci, 0, &q);
+        moe_cuda_fx_plan *plan = w16 ? &f.plan : &q.plan;
+        const int32_t *ids = (const int32_t *)(w16 ? f.ids.data : q.ids.data);
+        ck_assert_int_eq(plan->pad_skip, !(env && !strcmp(env, "0")));
+        /* the slab a warp (group) covers: 64 rows of the 128-row wgmma tiles, 32 of the mma.sync 64-row tile */
+        const int bm = plan->bm1, slab = bm == 128 ? 64 : bm == 64 && !plan->wg64 ? 32 : 0;
+        if (slab == 0 || (bm == 128 && !plan->persistent)) { /* no form that skips: nothing to compare */
+            printf("pad skip %s case %zu: plan bm %d%s, no warps to skip\n", moe_scheme_name(sc), ci, bm,
+                   plan->wg64 ? " wgmma" : "");
+            w16 ? fprob_free(&f) : q8prob_free(&q);
+            continue;
+        }
+        int cnt[16] = {0}, idle = 0, busy = 0;
+        for (int i = 0; i < c->M * c->k; i++) cnt[ids[i]]++;
+        for (int e = 0; e < c->E; e++) {
+            const int tail = cnt[e] % bm;
+            idle += tail > 0 && tail <= slab, busy += tail == 0 || tail > slab;
+        }
+        ck_assert_msg(idle > 0 && busy > 0, "%s case %zu: %d experts with a last slab of pads, %d without: the case "
+                      "must have both", moe_scheme_name(sc), ci, idle, busy);
+        plan->pad_skip = 1;
+        uint16_t *o_skip = w16 ? run_forward(&f) : q8_run(&q);
+        plan->pad_skip = 0;
+        uint16_t *o_full = w16 ? run_forward(&f) : q8_run(&q);
+        same_bits(moe_scheme_name(sc), "pad-skipping", o_skip, o_full, (size_t)c->M * c->H);
+        printf("pad skip %s: M %d E %d top-%d, plan bm %d%s, %d of %d experts end in a slab of pads, outputs "
+               "bit-identical\n", moe_scheme_name(sc), c->M, c->E, c->k, bm, plan->persistent ? " persistent" : "",
+               idle, c->E);
+        free(o_full);
+        w16 ? fprob_free(&f) : q8prob_free(&q);
+    }
+}
+END_TEST
+
 static void add_tests(Suite *s)
 {
     TCase *tc = gpu_tcase(s, "fast", 600);
@@ -1510,6 +1567,7 @@ static void add_tests(Suite *s)
     /* its own case: CK_RUN_CASE=persistent runs it alone (no host forward, seconds) */
     TCase *tw = gpu_tcase(s, "persistent", 600);
     tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
+    tcase_add_loop_test(tw, pad_skip_matches_full, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
     /* CK_RUN_CASE=tma: the weight tiles by TMA against the copies (no host forward) */
     TCase *tt = gpu_tcase(s, "tma", 600);
     tcase_add_loop_test(tt, tma_matches_copies, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
