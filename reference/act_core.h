@@ -25,18 +25,22 @@ MOE_HD MOE_INLINE float moe_act_clampf(float x, float lo, float hi) { return x <
 #else
 #define MOE_ACT_ALWAYS_INLINE
 #endif
+/* swigluoai of one pair (gpt-oss), alone: the fused GEMM epilogue calls it
+ * written out, as it does silu (optimized/cuda/NOTES.md v21) */
+MOE_HD MOE_INLINE MOE_ACT_ALWAYS_INLINE float moe_act_swigluoai(float g, float u, float alpha, float limit)
+{
+    float gc = g < limit ? g : limit; /* min; a NaN gate stays NaN */
+    if (g != g) gc = g;
+    float uc = moe_act_clampf(u, -limit, limit);
+    return (uc + 1.0f) * (gc * moe_sigmoidf(gc * alpha));
+}
+
 MOE_HD MOE_INLINE MOE_ACT_ALWAYS_INLINE float moe_act_gated(const moe_act_params *p, moe_dtype xd, float g, float u, int e, const float *va,
                                       const float *vb, const float *vl)
 {
     float v, a;
     switch (p->act) {
-    case MOE_ACT_SWIGLUOAI: {
-        float gc = g < p->limit ? g : p->limit; /* min; a NaN gate stays NaN */
-        if (g != g) gc = g;
-        float uc = moe_act_clampf(u, -p->limit, p->limit);
-        v = (uc + 1.0f) * (gc * moe_sigmoidf(gc * p->alpha));
-        break;
-    }
+    case MOE_ACT_SWIGLUOAI: v = moe_act_swigluoai(g, u, p->alpha, p->limit); break;
     case MOE_ACT_SWIGLU_CLAMP: {
         float gc = g < p->limit ? g : p->limit;
         if (g != g) gc = g;

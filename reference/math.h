@@ -315,8 +315,12 @@ MOE_HD MOE_INLINE float moe_tanhf(float x)
  * sigmoid(+Inf) = 1, sigmoid(-Inf) = 0. */
 MOE_HD MOE_INLINE float moe_sigmoidf(float x)
 {
-    if (x < -87.0f) return moe_expf(x);
-    return 1.0f / (1.0f + moe_expf(-x));
+    /* the same two cases with one exp and no branch: its argument and the
+     * result are selected (the fused CUDA GEMM1 epilogue evaluates 64 of
+     * these a thread and interleaves them only as straight code) */
+    const int small = x < -87.0f;
+    const float t = moe_expf(small ? x : -x);
+    return small ? t : 1.0f / (1.0f + t);
 }
 
 /* ---- erf ---------------------------------------------------------------------

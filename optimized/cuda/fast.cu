@@ -766,7 +766,8 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
                 env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16);
     /* an expert's last row block is mostly pads where its slots barely spill into it (uniform routing on
      * 128-row blocks: 1.12-1.46x the real rows at DeepSeek-V3 / gpt-oss-120b M = 4096-16384); the warps of
-     * the pad rows' slab skip their MMAs (fast_ws.cuh, fast_gemm.cuh). MOE_FX_PADSKIP=0: never */
+     * the pad rows' slab skip their MMAs (fast_ws.cuh, fast_gemm.cuh; NOTES.md v21: same-binary 1.7%,
+     * gpt-oss-120b bf16 M = 1024 5-7% and w4a16_g128 M = 1024 3-12% faster than v20). MOE_FX_PADSKIP=0: never */
     plan->pad_skip = env_flag("MOE_FX_PADSKIP", 1);
     /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
      * in one wave of two per SM (NOTES.md, v7): with more waves its waiting

@@ -122,8 +122,9 @@ typedef struct {
                              * MOE_FX_TMA=0 / 1 in the environment: never / every tile that can; a caller may set
                              * or clear it (ignored on the 4-bit schemes) */
     int pad_skip;           /* warps whose rows of a block are all pads skip their MMAs: the second warpgroup of
-                             * a persistent 128-row tile, the second warp row of the mma.sync 64-row tile (pads
-                             * follow an expert's real rows, so a block's last rows are its pads; NOTES.md v21).
+                             * a persistent 128-row tile, the second warp row of the mma.sync 64-row tile (not
+                             * int8's; pads follow an expert's real rows, so a block's last rows are its pads;
+                             * NOTES.md v21).
                              * The results are the same bit for bit (zero sums, the same epilogue). plan_make sets
                              * it unless MOE_FX_PADSKIP=0 is in the environment; a caller may clear it */
     size_t workspace;       /* bytes */

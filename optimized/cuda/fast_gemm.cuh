@@ -383,18 +383,25 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
             const float sa = esc && p.a_scale ? p.a_scale[a_sidx(p, r)] : 1.0f;
             if (EPI == EPI_GATED) {
                 TO *hrow = (TO *)p.out + (int64_t)r * p.I;
-                /* the activation fixed at compile time: silu(g) * u written out,
-                 * swigluoai through moe_act_gated with the act field set to a
-                 * constant (folds its switch), so 64 independent evaluations a
-                 * thread interleave as straight code: through the run-time
-                 * switch the epilogue ran at 0.1 IPC and took 80% of GEMM1
-                 * (NOTES.md, v4; silu through the folded switch measured 25%
-                 * slower than written out, v5); the reference's element
-                 * expressions either way (act_core.h) */
+                /* the activation fixed at compile time: silu(g) * u and
+                 * swigluoai written out, the others through moe_act_gated with
+                 * the act field set to a constant (folds its switch), so 64
+                 * independent evaluations a thread interleave as straight
+                 * code: through the run-time switch the epilogue ran at 0.1
+                 * IPC and took 80% of GEMM1 (NOTES.md, v4; silu through the
+                 * folded switch measured 25% slower than written out, v5;
+                 * swigluoai's GEMM1 ran at 34% of the bf16 peak, Mixtral's silu
+                 * one at 71%, before it was written out and moe_sigmoidf lost its
+                 * branch, v21); the reference's element expressions either way
+                 * (act_core.h) */
                 auto store = [&](auto kind) {
                     moe_act_params a = p.act;
                     if (decltype(kind)::value >= 0) a.act = (moe_act)decltype(kind)::value;
-                    constexpr bool silu = decltype(kind)::value == MOE_ACT_SILU;
+                    /* swigluoai written out too (gpt-oss-120b bf16 M = 4096 / 16384
+                     * 17-20% faster, NOTES.md v21), but not on the 4-bit tiles: bound by
+                     * their dequantization, they measured 1.5% slower with it */
+                    constexpr bool silu = decltype(kind)::value == MOE_ACT_SILU,
+                                   oai = decltype(kind)::value == MOE_ACT_SWIGLUOAI && QS < QS_W4_INT;
 #pragma unroll
                     for (int q = 0; q < C::NF / 2; q++) {
                         const int col = nt * (C::TBN / 2) + ((wn * C::WTN) / 16 + q) * 8 + t2;
@@ -405,7 +412,9 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                             float ga = tc<T>::acc(acc[mi][2 * q][h * 2 + c]), ua = tc<T>::acc(acc[mi][2 * q + 1][h * 2 + c]);
                             if (esc) ga = (ga * sa) * p.w_scale[w_sidx(p, e, col + c)], ua = (ua * sa) * p.w_scale[w_sidx(p, e, p.I + col + c)];
                             const float g = tc<TO>::f32(tc<TO>::rnd(ga)), u = tc<TO>::f32(tc<TO>::rnd(ua));
-                            v2[c] = tc<TO>::rnd(silu ? moe_siluf(g) * u : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
+                            v2[c] = tc<TO>::rnd(silu  ? moe_siluf(g) * u
+                                                : oai ? moe_act_swigluoai(g, u, a.alpha, a.limit)
+                                                      : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
                             if (slot >= 0) hmax = fmaxf(hmax, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
                         }
                         /* I % 8 == 0: col + 1 < I, 4-byte aligned */
@@ -513,11 +522,14 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp / WN, wn = warp % WN;
     const int row0 = blk * BM, g = lane >> 2, t2 = (lane & 3) * 2;
     /* mma.sync tiles of several warp rows: a warp whose rows are all pads
-     * (pads follow an expert's real rows, align_kernel) skips its MMAs;
-     * it still copies and meets every barrier, and its zero sums give the
-     * epilogue what the MMAs would have left (fast_ws.cuh does the same
-     * for a warpgroup of pads) */
-    const bool idle = !WG && WM > 1 && p.pad_skip && wm > 0 && slot_at(p, row0 + wm * C::WTM) < 0;
+     * (pads follow an expert's real rows, align_kernel) skips its MMAs
+     * (the k loop below); it still copies and meets every barrier, and its
+     * zero sums give the epilogue what the MMAs would have left
+     * (fast_ws.cuh does the same for a warpgroup of pads). Not for int8:
+     * its s8 MMAs run at twice bf16's rate, and with the skip compiled in
+     * its tiles measured 2-4% slower at every M (v21) */
+    const bool idle = !WG && WM > 1 && !std::is_same<T, int8_t>::value && p.pad_skip && wm > 0 &&
+                      slot_at(p, row0 + wm * C::WTM) < 0;
     typedef typename tc<T>::out_t TO;
     constexpr int EPC = 16 / (int)sizeof(T), KTILE = 8 * EPC; /* elements per 16-byte chunk / per k tile */
     const int K = p.K, KT = (K + KTILE - 1) / KTILE, ck = tid & 7;
@@ -802,6 +814,16 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
             promote(part, kt);
         }
     } else {
+    if (idle) { /* the copies and the barriers of the loop below, no MMAs; its own loop, so
+                 * that loop stays the one without the check (in it: int8 2-6% slower, v21) */
+        for (int kt = 0; kt < KT; kt++) {
+            const uint32_t sa = next_tile(kt);
+            if constexpr (W4S) {
+                dequant(sa + BM * 128, kt);
+                __syncthreads();
+            }
+        }
+    } else
     for (int kt = 0; kt < KT; kt++) {
         const uint32_t sa = next_tile(kt);
         uint32_t sb = sa + BM * 128;
@@ -863,7 +885,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
             };
             if (two) mmas(std::true_type());
             else mmas(std::false_type());
-        } else if (!idle) {
+        } else {
             float part[QS == QS_KTILE ? C::MF * C::NF * 4 : 1];
             if constexpr (QS == QS_KTILE)
 #pragma unroll

@@ -188,45 +188,48 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
             float acc[1][C::NF][4];
 #pragma unroll
             for (int q = 0; q < C::NF; q++) acc[0][q][0] = acc[0][q][1] = acc[0][q][2] = acc[0][q][3] = 0.0f;
-            ktile_promote<C, EPI, QS> kp;
-            kp.init(p, row0, nt, e, cw, 0, lane);
-            for (int kt = 0; kt < KT; kt++, it++) {
-                const int s = it % STAGES;
-                mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
-                if (idle) {
+            if (idle) { /* its own loop: the k loop below stays the one without the check (v21) */
+                for (int kt = 0; kt < KT; kt++, it++) {
+                    const int s = it % STAGES;
+                    mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
                     if (lane == 0) mbar_arrive(empty0 + 8 * s);
-                    continue;
                 }
-                /* the copies wrote through the generic proxy, the wgmmas read
-                 * through the async proxy: the fence, after the acquire */
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                const uint32_t sa = sbase + s * W::STAGE_BYTES, sb = sa + BM * 128;
-                const uint64_t da = smem_desc(sa + (cw / 4) * 64 * 128), db = smem_desc(sb);
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-                if constexpr (PROMO) {
-                    /* the k tile's e4m3 sums, waited for, the stage released,
-                     * then added in f32 (gemm_kernel's promotion) */
-                    float part[C::NF * 4];
+            } else {
+                ktile_promote<C, EPI, QS> kp;
+                kp.init(p, row0, nt, e, cw, 0, lane);
+                for (int kt = 0; kt < KT; kt++, it++) {
+                    const int s = it % STAGES;
+                    mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
+                    /* the copies wrote through the generic proxy, the wgmmas read
+                     * through the async proxy: the fence, after the acquire */
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                    const uint32_t sa = sbase + s * W::STAGE_BYTES, sb = sa + BM * 128;
+                    const uint64_t da = smem_desc(sa + (cw / 4) * 64 * 128), db = smem_desc(sb);
+                    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                    if constexpr (PROMO) {
+                        /* the k tile's e4m3 sums, waited for, the stage released,
+                         * then added in f32 (gemm_kernel's promotion) */
+                        float part[C::NF * 4];
 #pragma unroll
-                    for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(part, da + 2 * kk, db + 2 * kk, kk > 0);
-                    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                    if (lane == 0) mbar_arrive(empty0 + 8 * s);
-                    kp.add(p, acc, part, kt);
-                } else {
+                        for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(part, da + 2 * kk, db + 2 * kk, kk > 0);
+                        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                        if (lane == 0) mbar_arrive(empty0 + 8 * s);
+                        kp.add(p, acc, part, kt);
+                    } else {
 #pragma unroll
-                    for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(&acc[0][0][0], da + 2 * kk, db + 2 * kk);
-                    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                    /* one group in flight: the previous k tile's wgmmas are done, its stage is free */
-                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                    if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
+                        for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(&acc[0][0][0], da + 2 * kk, db + 2 * kk);
+                        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                        /* one group in flight: the previous k tile's wgmmas are done, its stage is free */
+                        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                        if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
+                    }
                 }
-            }
-            if constexpr (!PROMO)
-                if (!idle) {
+                if constexpr (!PROMO) {
                     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                     if (KT > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
                 }
+            }
             epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, cw, 0, lane);
         }
     }
