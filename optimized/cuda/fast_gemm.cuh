@@ -398,8 +398,10 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                     moe_act_params a = p.act;
                     if (decltype(kind)::value >= 0) a.act = (moe_act)decltype(kind)::value;
                     /* swigluoai written out too (gpt-oss-120b bf16 M = 4096 / 16384
-                     * 17-20% faster, NOTES.md v21), but not on the 4-bit tiles: bound by
-                     * their dequantization, they measured 1.5% slower with it */
+                     * 17-21% faster, NOTES.md v21). The 4-bit tiles keep the folded
+                     * switch: bound by their dequantization, they gained nothing from
+                     * it; mxfp4 measured 1.5% slower than the build before with either
+                     * form (how the kernel compiles, not what it runs) */
                     constexpr bool silu = decltype(kind)::value == MOE_ACT_SILU,
                                    oai = decltype(kind)::value == MOE_ACT_SWIGLUOAI && QS < QS_W4_INT;
 #pragma unroll
