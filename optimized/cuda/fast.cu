@@ -185,8 +185,12 @@ __device__ void stats_add(float v, float &ai, float &mx, float &mn, int &nan)
  * hardware conversion, equal to it on every f32: fast_e4m3.cuh), so codes and
  * scales are the reference's bits: per row (ROW), per 128 columns (GROUP:
  * a warp per group) or with the tensor's amax from tensor_amax (TENSOR:
- * amax_kernel or GEMM1's epilogue). Rows past *num_blocks * bm (never
- * written by GEMM1) are skipped. ROW / TENSOR rows move in 16-byte chunks
+ * amax_kernel or GEMM1's epilogue). h: one CTA a slot, its row from
+ * row_of_slot (x: one a row, row_of_slot NULL), so the pad rows of the
+ * layout, which GEMM1 leaves unwritten and GEMM2 never reads, cost
+ * nothing: one CTA a padded row had h's quantization take 24 us of
+ * gpt-oss-120b's M = 64 fp8 forward for 256 real rows of 2 176 (NOTES.md
+ * v22). ROW / TENSOR rows move in 16-byte chunks
  * of 8 elements (cols % 16 == 0 for 8-bit codes), the loops unrolled so
  * a thread's loads are in flight together: with one 2-byte load an
  * iteration each waited for the one before, and h's quantization took
@@ -214,12 +218,12 @@ unsigned quant_threads(const moe_quant_spec &s, int cols, int64_t rows)
     return (unsigned)(t < 128 ? 128 : t > QUANT_THREADS ? QUANT_THREADS : t);
 }
 
-__global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *num_blocks, int bm,
+__global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *row_of_slot,
                                   moe_quant_spec spec, const float *tensor_amax, uint8_t *q, float *scale)
 {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    const int64_t r = blockIdx.x;
-    if (num_blocks && r >= (int64_t)*num_blocks * bm) return;
+    const int64_t r = row_of_slot ? row_of_slot[blockIdx.x] : (int64_t)blockIdx.x;
+    if (r < 0) return; /* a slot of no expert (align_kernel) */
     const __nv_bfloat16 *xr = x + r * cols;
     uint8_t *qr = q + r * cols;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -269,7 +273,9 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
         st = group_stats(ai, mx, mn, nan);
     }
     moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
-    if (threadIdx.x == 0 && (spec.gran != MOE_GRAN_TENSOR || r == 0)) scale[spec.gran == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
+    /* per tensor: every CTA stores the one scale (the same bits), so it is
+     * written whichever slots have no expert */
+    if (threadIdx.x == 0) scale[spec.gran == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
     auto codes = [&](auto e4) {
 #pragma unroll 2
         for (int c = threadIdx.x; c < nc; c += blockDim.x) {
@@ -868,7 +874,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     }
     if (q8) { /* x, before the align (which does not read it) */
         ce = launch_ex(quant_rows_kernel, (unsigned)p->M, quant_threads(as, p->H, p->M), S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
-                       (const int32_t *)NULL, 1, as, (const float *)w.amax, w.xq, w.sx);
+                       (const int32_t *)NULL, as, (const float *)w.amax, w.xq, w.sx);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
     }
     if (!plan->slot_layout) {
@@ -898,10 +904,10 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     cudaStream_t s = S(stream);
     ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
-    if (q8) { /* h per padded row, rows of the used blocks only */
-        ce = launch_ex(quant_rows_kernel, (unsigned)w.L.cap, quant_threads(as, I, w.L.cap), s, true, (const __nv_bfloat16 *)w.h, I,
-                       (const int32_t *)w.L.num_blocks, plan->bm1, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq,
-                       w.sh);
+    if (q8) { /* h: the slots' rows (the slot layout's row_of_slot is GEMM1's) */
+        const int64_t P = (int64_t)M * p->topk;
+        ce = launch_ex(quant_rows_kernel, (unsigned)P, quant_threads(as, I, P), s, true, (const __nv_bfloat16 *)w.h, I,
+                       (const int32_t *)w.L.row_of_slot, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq, w.sh);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");
     }
     fx::gemm_params g2 = g1;

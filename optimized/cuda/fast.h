@@ -125,7 +125,7 @@ typedef struct {
                              * a persistent 128-row tile, the second warp row of the mma.sync 64-row tile (not
                              * int8's; pads follow an expert's real rows, so a block's last rows are its pads;
                              * NOTES.md v21).
-                             * The results are the same bit for bit (zero sums, the same epilogue). plan_make sets
+                             * The results are the same bit for bit (a warp of pads stores nothing). plan_make sets
                              * it unless MOE_FX_PADSKIP=0 is in the environment; a caller may clear it */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
@@ -150,7 +150,9 @@ moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const moe_cuda_fx_p
  * h (bf16 [cap, I], cap = moe_cuda_fx_layout_cap(M, topk, E, plan.bm1)),
  * for 8-bit schemes x's codes [M, H] and scales and h's codes [cap, I]
  * and scales (f32: one per row, per 128-group, or one), and for the
- * deterministic combine y (bf16 [cap, H], the weighted slot rows). */
+ * deterministic combine y (bf16 [cap, H], the weighted slot rows). The
+ * rows of h, h's codes and scales and y that hold no slot (pads) are
+ * never written: only the slots' rows are defined. */
 typedef enum {
     MOE_FX_ROWS = 0, MOE_FX_H, MOE_FX_XQ, MOE_FX_SX, MOE_FX_HQ, MOE_FX_SH, MOE_FX_Y, MOE_FX_PIECES
 } moe_cuda_fx_piece;

@@ -31,7 +31,7 @@
  *              gate column and of its up column sit in one thread; g and u
  *              are rounded to T (the reference's GEMM1 output dtype), the
  *              reference's element function (act_core.h) gives h, rounded
- *              to T, stored at padded row r;
+ *              to T, stored at padded row r (pad rows: nothing);
  *   WSTORE     GEMM2, deterministic: y[r, n] = round_T(acc * w[slot]);
  *   WATOMIC    GEMM2, atomic: acc_out[slot / topk, n] += acc * w[slot].
  *
@@ -71,7 +71,7 @@ struct gemm_params {
     int32_t *sorted, *block_expert, *num_blocks; /* written only in the slot layout (below) */
     const void *w;               /* [E, N, K] */
     int N, K, I;                 /* I: GATED's output width (N = 2I) */
-    void *out;                   /* STORE: [P, N]; GATED: h [cap, I]; WSTORE: y [cap, N] */
+    void *out;                   /* STORE: [P, N]; GATED: h [cap, I]; WSTORE: y [cap, N] (pad rows unwritten) */
     int out_dtype;               /* STORE: MOE_F32 / MOE_BF16 / MOE_F16 */
     const float *bias;           /* STORE: f32 [E, N] or NULL */
     const float *topk_w;         /* WSTORE / WATOMIC: by slot */
@@ -379,7 +379,11 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
         for (int h = 0; h < 2; h++) {
             const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8;
             const int slot = slot_at(p, r);
-            if (EPI != EPI_GATED && slot < 0) continue; /* pad row: nothing to store */
+            /* pad row: nothing to store (GATED too: GEMM2 zero-fills pad rows
+             * of A and the 8-bit quantization reads the slots' rows only; a
+             * decode tile of 16 rows holds 1-4 real ones, and computing the
+             * activation of the others took most of GEMM1's epilogue, NOTES.md v22) */
+            if (slot < 0) continue;
             const float sa = esc && p.a_scale ? p.a_scale[a_sidx(p, r)] : 1.0f;
             if (EPI == EPI_GATED) {
                 TO *hrow = (TO *)p.out + (int64_t)r * p.I;
@@ -417,7 +421,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                             v2[c] = tc<TO>::rnd(silu  ? moe_siluf(g) * u
                                                 : oai ? moe_act_swigluoai(g, u, a.alpha, a.limit)
                                                       : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
-                            if (slot >= 0) hmax = fmaxf(hmax, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
+                            hmax = fmaxf(hmax, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
                         }
                         /* I % 8 == 0: col + 1 < I, 4-byte aligned */
                         *(uint32_t *)(hrow + col) = (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
@@ -526,7 +530,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
     /* mma.sync tiles of several warp rows: a warp whose rows are all pads
      * (pads follow an expert's real rows, align_kernel) skips its MMAs
      * (the k loop below); it still copies and meets every barrier, and its
-     * zero sums give the epilogue what the MMAs would have left
+     * epilogue stores nothing (pad rows)
      * (fast_ws.cuh does the same for a warpgroup of pads). Not for int8:
      * its s8 MMAs run at twice bf16's rate, and with the skip compiled in
      * its tiles measured 2-4% slower at every M (v21) */

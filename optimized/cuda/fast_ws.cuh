@@ -182,8 +182,8 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
             /* a warpgroup whose 64 rows are all pads (pads follow an expert's
              * real rows, align_kernel: the expert's last block holds at most 64
              * of them) runs no wgmma: it releases each stage once it has landed
-             * (arriving earlier could complete a phase twice) and its epilogue
-             * stores what zero sums give, the values the MMAs would have left */
+             * (arriving earlier could complete a phase twice); its epilogue
+             * stores nothing (pad rows) */
             const bool idle = p.pad_skip && cw >= 4 && slot_at(p, row0 + 64 * (cw / 4)) < 0;
             float acc[1][C::NF][4];
 #pragma unroll
