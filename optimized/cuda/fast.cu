@@ -82,6 +82,10 @@ __global__ void __launch_bounds__(ALIGN_THREADS) align_kernel(const int32_t *ids
         }
         L.row_of_slot[i] = r;
     }
+    /* launched as a dependent of x's quantization (8-bit schemes), this
+     * grid ran beside it; it ends only once that grid has, so the GEMM1
+     * that waits for this grid reads x's codes too (else returns at once) */
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
 }
 
 /* 16-byte vectors: H % 8 == 0 (2-byte elements) */
@@ -219,9 +223,16 @@ unsigned quant_threads(const moe_quant_spec &s, int cols, int64_t rows)
 }
 
 __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *row_of_slot,
-                                  moe_quant_spec spec, const float *tensor_amax, uint8_t *q, float *scale)
+                                  moe_quant_spec spec, const float *tensor_amax, uint8_t *q, float *scale, int trigger)
 {
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    /* trigger (x): the align after it may start now (once every CTA of
+     * this grid has): it does not read x and waits for this grid before it
+     * ends. Not at M = 1 (no align; GEMM1 starting early measured 4-7%
+     * slower on Qwen3-30B-A3B's 8-bit forwards), not for h: letting GEMM2 start then (it streams its first weight
+     * tiles before it waits) measured 1.5-4.5% slower at Mixtral-8x7B
+     * M = 64 / 256 8-bit and gained under 1% elsewhere (NOTES.md v22) */
+    if (trigger) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int64_t r = row_of_slot ? row_of_slot[blockIdx.x] : (int64_t)blockIdx.x;
     if (r < 0) return; /* a slot of no expert (align_kernel) */
     const __nv_bfloat16 *xr = x + r * cols;
@@ -339,14 +350,19 @@ cudaStream_t S(void *s) { return (cudaStream_t)s; }
 /* a launch, as a programmatic dependent of the previous kernel when pdl
  * (the kernel waits with griddepcontrol.wait before reading its inputs) */
 template <class... KA, class... A>
-cudaError_t launch_ex(void (*k)(KA...), unsigned grid, unsigned block, cudaStream_t s, bool pdl, A... args)
+cudaError_t launch_sm(void (*k)(KA...), unsigned grid, unsigned block, size_t smem, cudaStream_t s, bool pdl, A... args)
 {
     cudaLaunchConfig_t lc = {};
-    lc.gridDim = dim3(grid), lc.blockDim = dim3(block), lc.stream = s;
+    lc.gridDim = dim3(grid), lc.blockDim = dim3(block), lc.stream = s, lc.dynamicSmemBytes = smem;
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&lc, k, static_cast<KA>(args)...);
+}
+template <class... KA, class... A>
+cudaError_t launch_ex(void (*k)(KA...), unsigned grid, unsigned block, cudaStream_t s, bool pdl, A... args)
+{
+    return launch_sm(k, grid, block, 0, s, pdl, args...);
 }
 
 moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk_w, int M, int topk, int H, moe_dtype dt,
@@ -647,13 +663,22 @@ extern "C" void moe_cuda_fx_layout_carve(void *ws, int M, int topk, int E, int b
     L->num_blocks = (int32_t *)c;
 }
 
-extern "C" moe_status moe_cuda_fx_align(const int32_t *topk_ids, int M, int topk, int E, int bm,
-                                        const moe_cuda_fx_layout *L, void *stream)
+/* pdl: a programmatic dependent of the kernel before it, which must not
+ * read the layout (the forward: x's quantization) */
+static moe_status align_launch(const int32_t *topk_ids, int M, int topk, int E, int bm, const moe_cuda_fx_layout *L,
+                               void *stream, bool pdl)
 {
     if (E < 1 || E > ALIGN_THREADS) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_align: E = %d, the rule is 1 <= E <= %d", E, ALIGN_THREADS);
     if (bm < 1) return moe_fail(MOE_ERR_INVALID_ARG, "fx_align: bm = %d, must be >= 1", bm);
-    align_kernel<<<1, ALIGN_THREADS, 3 * E * sizeof(int), S(stream)>>>(topk_ids, M * topk, E, bm, *L);
-    return moe_cu_launched("fx align_kernel");
+    const cudaError_t ce = launch_sm(align_kernel, 1, ALIGN_THREADS, 3 * E * sizeof(int), S(stream), pdl, topk_ids,
+                                     M * topk, E, bm, *L);
+    return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx align_kernel");
+}
+
+extern "C" moe_status moe_cuda_fx_align(const int32_t *topk_ids, int M, int topk, int E, int bm,
+                                        const moe_cuda_fx_layout *L, void *stream)
+{
+    return align_launch(topk_ids, M, topk, E, bm, L, stream, false);
 }
 
 extern "C" moe_status moe_cuda_fx_gather(const void *x, moe_dtype dt, int H, int topk, const moe_cuda_fx_layout *L,
@@ -874,11 +899,11 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     }
     if (q8) { /* x, before the align (which does not read it) */
         ce = launch_ex(quant_rows_kernel, (unsigned)p->M, quant_threads(as, p->H, p->M), S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
-                       (const int32_t *)NULL, as, (const float *)w.amax, w.xq, w.sx);
+                       (const int32_t *)NULL, as, (const float *)w.amax, w.xq, w.sx, plan->slot_layout ? 0 : 1);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
     }
     if (!plan->slot_layout) {
-        moe_status st = moe_cuda_fx_align(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream);
+        moe_status st = align_launch(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream, q8 != 0);
         if (st) return st;
     }
     moe_act_params act = p->act;
@@ -907,7 +932,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (q8) { /* h: the slots' rows (the slot layout's row_of_slot is GEMM1's) */
         const int64_t P = (int64_t)M * p->topk;
         ce = launch_ex(quant_rows_kernel, (unsigned)P, quant_threads(as, I, P), s, true, (const __nv_bfloat16 *)w.h, I,
-                       (const int32_t *)w.L.row_of_slot, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq, w.sh);
+                       (const int32_t *)w.L.row_of_slot, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq, w.sh, 0);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");
     }
     fx::gemm_params g2 = g1;
