@@ -25,7 +25,10 @@
  *     token, block 128; int8 per channel / token) against a host forward
  *     that quantizes x and h with moe_ref_quantize and applies the scales at
  *     the kernel's points (host_scaled_dot): decode, 64-row (e4m3: wgmma)
- *     and the promoted 128-row e4m3 wgmma tiles.
+ *     and the promoted 128-row e4m3 wgmma tiles; and each 8-bit scheme's
+ *     forward captured in a CUDA graph bit-identical to it run eagerly (at
+ *     M = 1 and with the align, whose launch depends on x's quantization
+ *     programmatically).
  * Exits 77 (skip) without a CUDA device. */
 #include <check.h>
 #include <cuda_runtime.h>
@@ -499,29 +502,38 @@ START_TEST(fused_forward_matches_host)
 }
 END_TEST
 
-START_TEST(fused_forward_graph_capture)
+/* one forward captured in a CUDA graph on a stream of its own and replayed
+ * once: its n outputs (dout set to NaN first, so unwritten ones show) */
+static uint16_t *graph_run(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, const moe_cuda_fx_args *a,
+                           void *ws, void *dout, size_t n)
 {
-    fprob f;
-    fprob_make(&FCASES[1], 300, 0, &f);
-    uint16_t *eager = run_forward(&f);
-    const size_t n = (size_t)f.p.M * f.p.H;
     cudaStream_t s;
     ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
     cudaGraph_t graph;
     cudaGraphExec_t exec;
-    moe_cuda_fx_args a = fargs(&f);
-    ck_assert_int_eq(cudaMemset(f.dout, 0xff, n * 2), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(dout, 0xff, n * 2), cudaSuccess);
     ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    moe_status st = moe_cuda_fx_forward(&f.p, &f.plan, &a, f.ws, s);
+    moe_status st = moe_cuda_fx_forward(p, plan, a, ws, s);
     ck_assert_int_eq(cudaStreamEndCapture(s, &graph), cudaSuccess);
     ck_assert_msg(st == MOE_OK, "%s", moe_last_error());
     ck_assert_int_eq(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     ck_assert_int_eq(cudaGraphLaunch(exec, s), cudaSuccess);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
     uint16_t *g = (uint16_t *)malloc(n * 2);
-    ck_assert_int_eq(cudaMemcpy(g, f.dout, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-    ck_assert_msg(!memcmp(g, eager, n * 2), "the graph replay differs from the eager forward");
+    ck_assert_int_eq(cudaMemcpy(g, dout, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
     cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(s);
+    return g;
+}
+
+START_TEST(fused_forward_graph_capture)
+{
+    fprob f;
+    fprob_make(&FCASES[1], 300, 0, &f);
+    uint16_t *eager = run_forward(&f);
+    const size_t n = (size_t)f.p.M * f.p.H;
+    moe_cuda_fx_args a = fargs(&f);
+    uint16_t *g = graph_run(&f.p, &f.plan, &a, f.ws, f.dout, n);
+    ck_assert_msg(!memcmp(g, eager, n * 2), "the graph replay differs from the eager forward");
     free(g), free(eager);
     fprob_free(&f);
 }
@@ -581,14 +593,20 @@ static void q8prob_free(q8prob *f)
     for (int i = 0; i < 9; i++) cudaFree(ds[i]);
 }
 
-static uint16_t *q8_run(q8prob *f)
+static moe_cuda_fx_args q8args(const q8prob *f)
 {
-    const size_t n = (size_t)f->p.M * f->p.H;
-    ck_assert_int_eq(cudaMemset(f->dout, 0xff, n * 2), cudaSuccess);
     moe_cuda_fx_args a;
     memset(&a, 0, sizeof a);
     a.x = f->dx, a.topk_ids = (const int32_t *)f->dids, a.topk_w = (const float *)f->dw, a.w1 = f->dw1, a.w2 = f->dw2;
     a.w1_scale = (const float *)f->dw1s, a.w2_scale = (const float *)f->dw2s, a.out = f->dout;
+    return a;
+}
+
+static uint16_t *q8_run(q8prob *f)
+{
+    const size_t n = (size_t)f->p.M * f->p.H;
+    ck_assert_int_eq(cudaMemset(f->dout, 0xff, n * 2), cudaSuccess);
+    const moe_cuda_fx_args a = q8args(f);
     ck_assert_msg(moe_cuda_fx_forward(&f->p, &f->plan, &a, f->ws, NULL) == MOE_OK, "%s", moe_last_error());
     ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
     uint16_t *o = (uint16_t *)malloc(n * 2);
@@ -737,6 +755,35 @@ START_TEST(fused_q8_matches_host)
         check_fused(sc, ci, c, &f.plan, ref, o1, o2, oa, 1e-2);
         free(ref);
         q8prob_free(&f), q8prob_free(&fa);
+    }
+}
+END_TEST
+
+/* The 8-bit forward captured in a CUDA graph, bit-identical to it run
+ * eagerly: x's quantization lets the align start early (a programmatic
+ * edge that only the 8-bit schemes have, fast.cu), at M = 1 it does not
+ * (no align); one case of each */
+START_TEST(fused_q8_graph_capture)
+{
+    const moe_scheme sc = Q8_SCHEMES[_i];
+    static const size_t cis[] = {0, 1}; /* M = 1 (the slot layout), M = 40 (the align) */
+    for (size_t j = 0; j < sizeof cis / sizeof cis[0]; j++) {
+        q8prob f;
+        q8prob_make(&Q8CASES[cis[j]], sc, 600 + cis[j], 0, &f);
+        ck_assert_int_eq(f.plan.slot_layout, Q8CASES[cis[j]].M == 1);
+        uint16_t *eager = q8_run(&f);
+        const size_t n = (size_t)f.p.M * f.p.H;
+        const moe_cuda_fx_args a = q8args(&f);
+        uint16_t *g = graph_run(&f.p, &f.plan, &a, f.ws, f.dout, n);
+        size_t nan = 0;
+        for (size_t i = 0; i < n; i++) nan += (eager[i] & 0x7F80u) == 0x7F80u && (eager[i] & 0x7Fu);
+        ck_assert_msg(nan == 0, "%s case %zu: %zu outputs unwritten (NaN) in the eager forward", moe_scheme_name(sc), cis[j], nan);
+        ck_assert_msg(!memcmp(g, eager, n * 2), "%s case %zu: the graph replay differs from the eager forward",
+                      moe_scheme_name(sc), cis[j]);
+        printf("q8 graph %s: M %d, %s: %zu outputs of the replay bit-identical to the eager forward\n", moe_scheme_name(sc),
+               f.p.M, f.plan.slot_layout ? "slot layout" : "align", n);
+        free(g), free(eager);
+        q8prob_free(&f);
     }
 }
 END_TEST
@@ -1561,6 +1608,7 @@ static void add_tests(Suite *s)
      * beside the bf16 / 4-bit cases of "fast": each takes minutes) */
     TCase *tq = gpu_tcase(s, "q8", 900);
     tcase_add_loop_test(tq, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
+    tcase_add_loop_test(tq, fused_q8_graph_capture, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=encode: the activation quantization's hardware e4m3 encoding, all 2^32 f32 (seconds) */
     TCase *te = gpu_tcase(s, "encode", 120);
     tcase_add_test(te, e4m3_encode_exhaustive);
