@@ -222,16 +222,25 @@ unsigned quant_threads(const moe_quant_spec &s, int cols, int64_t rows)
     return (unsigned)(t < 128 ? 128 : t > QUANT_THREADS ? QUANT_THREADS : t);
 }
 
+/* GR (spec.gran: ROW, TENSOR or GROUP) and E4 (e4m3 codes, else int8) fixed
+ * at compile time: one instantiation holds one path, not every format's
+ * encoder behind run-time switches (v17's profile had x's quantization
+ * waiting on instruction fetch 43% of its stalls; split, the 8-bit decode
+ * forwards ran 1.8% faster in geomean, M = 1 2-12%, NOTES.md v22) */
+template <int GR, bool E4>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *row_of_slot,
                                   moe_quant_spec spec, const float *tensor_amax, uint8_t *q, float *scale, int trigger)
 {
+    /* the 8-bit schemes' activation codes: e4m3 or int8 (quant_rows checks) */
+    auto enc = [](float v) -> uint8_t { return E4 ? (uint8_t)fx::e4m3x2(v, 0.0f) : moe_qc_encode(MOE_I8, v); };
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     /* trigger (x): the align after it may start now (once every CTA of
      * this grid has): it does not read x and waits for this grid before it
      * ends. Not at M = 1 (no align; GEMM1 starting early measured 4-7%
-     * slower on Qwen3-30B-A3B's 8-bit forwards), not for h: letting GEMM2 start then (it streams its first weight
-     * tiles before it waits) measured 1.5-4.5% slower at Mixtral-8x7B
-     * M = 64 / 256 8-bit and gained under 1% elsewhere (NOTES.md v22) */
+     * slower on Qwen3-30B-A3B's 8-bit forwards), not for h (letting GEMM2
+     * start then, which streams its first weight tiles before it waits,
+     * measured 1.5-4.5% slower at Mixtral-8x7B M = 64 / 256 8-bit and gained
+     * under 1% elsewhere; NOTES.md v22) */
     if (trigger) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int64_t r = row_of_slot ? row_of_slot[blockIdx.x] : (int64_t)blockIdx.x;
     if (r < 0) return; /* a slot of no expert (align_kernel) */
@@ -239,7 +248,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     uint8_t *qr = q + r * cols;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     moe_q_group grp;
-    if (spec.gran == MOE_GRAN_GROUP) { /* cols % group_k == 0, group_k a multiple of 32 */
+    if constexpr (GR == MOE_GRAN_GROUP) { /* cols % group_k == 0, group_k a multiple of 32 */
         const int G = spec.group_k, ng = cols / G;
         for (int gi = w; gi < ng; gi += nw) {
             float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
@@ -253,15 +262,15 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
 #pragma unroll 4
             for (int c = lane; c < G; c += 32) {
                 const float v = moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c]));
-                qr[gi * G + c] = spec.elem == MOE_E4M3 ? (uint8_t)fx::e4m3x2(v, 0.0f) : moe_qc_encode(spec.elem, v);
+                qr[gi * G + c] = enc(v);
             }
         }
-        return;
+        return; /* (the rest of the body is dead code in this instantiation) */
     }
     const uint4 *xv = (const uint4 *)xr;
     const int nc = cols / 8;
     moe_q_stats st;
-    if (spec.gran == MOE_GRAN_TENSOR) {
+    if constexpr (GR == MOE_GRAN_TENSOR) {
         const float a = *tensor_amax; /* NaN elements were skipped: amax_nan IGNORE */
         st = group_stats(a, a, -a, 0);
     } else {
@@ -286,30 +295,25 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
     /* per tensor: every CTA stores the one scale (the same bits), so it is
      * written whichever slots have no expert */
-    if (threadIdx.x == 0) scale[spec.gran == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
-    auto codes = [&](auto e4) {
+    if (threadIdx.x == 0) scale[GR == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
 #pragma unroll 2
-        for (int c = threadIdx.x; c < nc; c += blockDim.x) {
-            float f[8];
-            bf16x8_f32(xv[c], f);
+    for (int c = threadIdx.x; c < nc; c += blockDim.x) {
+        float f[8];
+        bf16x8_f32(xv[c], f);
 #pragma unroll
-            for (int i = 0; i < 8; i++) f[i] = moe_qc_step(&spec, &grp, f[i]);
-            uint32_t lo = 0, hi = 0;
+        for (int i = 0; i < 8; i++) f[i] = moe_qc_step(&spec, &grp, f[i]);
+        uint32_t lo = 0, hi = 0;
 #pragma unroll
-            for (int i = 0; i < 4; i += 2) {
-                if constexpr (decltype(e4)::value) {
-                    lo |= fx::e4m3x2(f[i], f[i + 1]) << (8 * i), hi |= fx::e4m3x2(f[4 + i], f[5 + i]) << (8 * i);
-                } else {
-                    lo |= (uint32_t)moe_qc_encode(spec.elem, f[i]) << (8 * i) | (uint32_t)moe_qc_encode(spec.elem, f[i + 1]) << (8 * i + 8);
-                    hi |= (uint32_t)moe_qc_encode(spec.elem, f[4 + i]) << (8 * i) |
-                          (uint32_t)moe_qc_encode(spec.elem, f[5 + i]) << (8 * i + 8);
-                }
+        for (int i = 0; i < 4; i += 2) {
+            if constexpr (E4) {
+                lo |= fx::e4m3x2(f[i], f[i + 1]) << (8 * i), hi |= fx::e4m3x2(f[4 + i], f[5 + i]) << (8 * i);
+            } else {
+                lo |= (uint32_t)enc(f[i]) << (8 * i) | (uint32_t)enc(f[i + 1]) << (8 * i + 8);
+                hi |= (uint32_t)enc(f[4 + i]) << (8 * i) | (uint32_t)enc(f[5 + i]) << (8 * i + 8);
             }
-            ((uint2 *)qr)[c] = make_uint2(lo, hi);
         }
-    };
-    if (spec.elem == MOE_E4M3) codes(std::true_type());
-    else codes(std::false_type());
+        ((uint2 *)qr)[c] = make_uint2(lo, hi);
+    }
 }
 
 /* max |x| over the non-NaN elements of x (fp8_wtensor_atensor's x) into
@@ -363,6 +367,27 @@ template <class... KA, class... A>
 cudaError_t launch_ex(void (*k)(KA...), unsigned grid, unsigned block, cudaStream_t s, bool pdl, A... args)
 {
     return launch_sm(k, grid, block, 0, s, pdl, args...);
+}
+
+/* quant_rows_kernel's instantiation for the scheme's activation spec
+ * (granularity ROW, TENSOR or GROUP; e4m3 or int8 codes) */
+template <class... A>
+cudaError_t quant_rows(const moe_quant_spec &sp, unsigned grid, unsigned block, cudaStream_t s, bool pdl, A... args)
+{
+    const bool e4 = sp.elem == MOE_E4M3;
+    if (!e4 && sp.elem != MOE_I8) return cudaErrorInvalidValue;
+    switch (sp.gran) {
+    case MOE_GRAN_ROW:
+        return e4 ? launch_ex(quant_rows_kernel<MOE_GRAN_ROW, true>, grid, block, s, pdl, args...)
+                  : launch_ex(quant_rows_kernel<MOE_GRAN_ROW, false>, grid, block, s, pdl, args...);
+    case MOE_GRAN_TENSOR:
+        return e4 ? launch_ex(quant_rows_kernel<MOE_GRAN_TENSOR, true>, grid, block, s, pdl, args...)
+                  : launch_ex(quant_rows_kernel<MOE_GRAN_TENSOR, false>, grid, block, s, pdl, args...);
+    case MOE_GRAN_GROUP:
+        return e4 ? launch_ex(quant_rows_kernel<MOE_GRAN_GROUP, true>, grid, block, s, pdl, args...)
+                  : launch_ex(quant_rows_kernel<MOE_GRAN_GROUP, false>, grid, block, s, pdl, args...);
+    default: return cudaErrorInvalidValue;
+    }
 }
 
 moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk_w, int M, int topk, int H, moe_dtype dt,
@@ -898,7 +923,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx amax_kernel (x)");
     }
     if (q8) { /* x, before the align (which does not read it) */
-        ce = launch_ex(quant_rows_kernel, (unsigned)p->M, quant_threads(as, p->H, p->M), S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
+        ce = quant_rows(as, (unsigned)p->M, quant_threads(as, p->H, p->M), S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
                        (const int32_t *)NULL, as, (const float *)w.amax, w.xq, w.sx, plan->slot_layout ? 0 : 1);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
     }
@@ -931,7 +956,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
     if (q8) { /* h: the slots' rows (the slot layout's row_of_slot is GEMM1's) */
         const int64_t P = (int64_t)M * p->topk;
-        ce = launch_ex(quant_rows_kernel, (unsigned)P, quant_threads(as, I, P), s, true, (const __nv_bfloat16 *)w.h, I,
+        ce = quant_rows(as, (unsigned)P, quant_threads(as, I, P), s, true, (const __nv_bfloat16 *)w.h, I,
                        (const int32_t *)w.L.row_of_slot, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq, w.sh, 0);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");
     }
