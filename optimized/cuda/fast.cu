@@ -8,6 +8,7 @@
 #include "fast_gemm.cuh"
 #include "fast_ws.cuh"
 #include "fast_e4m3.cuh"
+#include "fast_qstep.cuh"
 #include "reference/quant_core.h"
 #include "moe/status.h"
 
@@ -178,10 +179,11 @@ __device__ void warp_stats(float &ai, float &mx, float &mn, int &nan)
     }
 }
 
-__device__ void stats_add(float v, float &ai, float &mx, float &mn, int &nan)
+/* fmaxf / fminf skip a NaN operand, so no branch a NaN */
+__device__ __forceinline__ void stats_add(float v, float &ai, float &mx, float &mn, int &nan)
 {
-    if (v != v) nan = 1;
-    else ai = fmaxf(ai, fabsf(v)), mx = fmaxf(mx, v), mn = fminf(mn, v);
+    nan |= v != v;
+    ai = fmaxf(ai, fabsf(v)), mx = fmaxf(mx, v), mn = fminf(mn, v);
 }
 
 /* The 8-bit schemes' activation quantization, one CTA per row, with the
@@ -211,8 +213,12 @@ __device__ __forceinline__ void bf16x8_f32(const uint4 &v, float *f)
  * 128 to 1024: long rows of few-row decode grids need the warps to hide
  * the element encoding's latency (256 threads: 28 us for Mixtral-8x7B's
  * h at M = 16), thousands of short rows (DeepSeek-V3, I 2048) need many
- * CTAs an SM (1024 threads for all: 4-19% slower forwards, NOTES.md v16) */
+ * CTAs an SM (1024 threads for all: 4-19% slower forwards, NOTES.md v16).
+ * Four chunks a thread where the grid has more rows (one wave for
+ * Mixtral-8x7B M = 256's 512 rows of 14 336), with four held in registers,
+ * measured 0.4% slower over the 8-bit decode grid (M = 1 1-5%; NOTES.md v23) */
 constexpr int QUANT_THREADS = 1024;
+constexpr int QUANT_HOLD = 2; /* 16-byte chunks a thread kept in registers: the whole row at every thread count quant_threads picks for up to 16 384 columns */
 unsigned quant_threads(const moe_quant_spec &s, int cols, int64_t rows)
 {
     /* one chunk a thread where the grid has fewer rows than two CTAs an SM
@@ -222,17 +228,58 @@ unsigned quant_threads(const moe_quant_spec &s, int cols, int64_t rows)
     return (unsigned)(t < 128 ? 128 : t > QUANT_THREADS ? QUANT_THREADS : t);
 }
 
+/* the codes of 8 elements: the fast step (fast_qstep.cuh) or, for a group
+ * with a NaN or an infinity, the reference's */
+template <bool E4, bool DIV, bool FAST>
+__device__ __forceinline__ uint2 codes8(const float *f, const fx::qstep &qs, const moe_quant_spec &spec, const moe_q_group &grp)
+{
+    uint32_t w[2] = {0, 0};
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+        uint32_t c;
+        if (FAST) {
+            c = fx::qstep_code2<E4>(fx::qstep_value<DIV>(qs, f[i]), fx::qstep_value<DIV>(qs, f[i + 1]));
+        } else {
+            const float a = moe_qc_step(&spec, &grp, f[i]), b = moe_qc_step(&spec, &grp, f[i + 1]);
+            c = E4 ? fx::e4m3x2(a, b) : (uint32_t)moe_qc_encode(MOE_I8, a) | (uint32_t)moe_qc_encode(MOE_I8, b) << 8;
+        }
+        w[i >> 2] |= c << (8 * (i & 3));
+    }
+    return make_uint2(w[0], w[1]);
+}
+
+/* a row's codes (ROW / TENSOR): the chunks held in registers, then the
+ * rest of the row; one form of the element step for the whole row */
+template <bool E4, bool DIV, bool FAST>
+__device__ __forceinline__ void encode_row(const uint4 *xv, const uint4 *hold, int nc, const fx::qstep &qs,
+                                           const moe_quant_spec &spec, const moe_q_group &grp, uint8_t *qr)
+{
+    auto one = [&](const uint4 &v, int c) {
+        float f[8];
+        bf16x8_f32(v, f);
+        ((uint2 *)qr)[c] = codes8<E4, DIV, FAST>(f, qs, spec, grp);
+    };
+#pragma unroll
+    for (int k = 0; k < QUANT_HOLD; k++)
+        if (threadIdx.x + k * blockDim.x < nc) one(hold[k], threadIdx.x + k * blockDim.x);
+    for (int c = threadIdx.x + QUANT_HOLD * blockDim.x; c < nc; c += blockDim.x) one(xv[c], c);
+}
+
 /* GR (spec.gran: ROW, TENSOR or GROUP) and E4 (e4m3 codes, else int8) fixed
  * at compile time: one instantiation holds one path, not every format's
  * encoder behind run-time switches (v17's profile had x's quantization
  * waiting on instruction fetch 43% of its stalls; split, the 8-bit decode
- * forwards ran 1.8% faster in geomean, M = 1 2-12%, NOTES.md v22) */
+ * forwards ran 1.8% faster in geomean, M = 1 2-12%, NOTES.md v22). A row's
+ * first QUANT_HOLD chunks a thread stay in registers between the
+ * statistics and the codes; the CTA's statistics are reduced by every warp
+ * from the warps' partials (one shared load a lane), not by every thread
+ * over every warp's (28 x 4 loads a thread at 896 threads: half of the
+ * kernel's issue slots, ncu, NOTES.md v23) */
 template <int GR, bool E4>
 __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bfloat16 *x, int cols, const int32_t *row_of_slot,
                                   moe_quant_spec spec, const float *tensor_amax, uint8_t *q, float *scale, int trigger)
 {
     /* the 8-bit schemes' activation codes: e4m3 or int8 (quant_rows checks) */
-    auto enc = [](float v) -> uint8_t { return E4 ? (uint8_t)fx::e4m3x2(v, 0.0f) : moe_qc_encode(MOE_I8, v); };
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     /* trigger (x): the align after it may start now (once every CTA of
      * this grid has): it does not read x and waits for this grid before it
@@ -248,72 +295,100 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     uint8_t *qr = q + r * cols;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     moe_q_group grp;
+    fx::qstep qs;
     if constexpr (GR == MOE_GRAN_GROUP) { /* cols % group_k == 0, group_k a multiple of 32 */
         const int G = spec.group_k, ng = cols / G;
         for (int gi = w; gi < ng; gi += nw) {
-            float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
+            float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF, f[4];
             int nan = 0;
+            if (G == 128) { /* 4 adjacent elements a lane, one 8-byte load */
+                const uint2 v = ((const uint2 *)(xr + gi * G))[lane];
+                f[0] = __uint_as_float(v.x << 16), f[1] = __uint_as_float(v.x & 0xFFFF0000u);
+                f[2] = __uint_as_float(v.y << 16), f[3] = __uint_as_float(v.y & 0xFFFF0000u);
+#pragma unroll
+                for (int i = 0; i < 4; i++) stats_add(f[i], ai, mx, mn, nan);
+            } else {
 #pragma unroll 4
-            for (int c = lane; c < G; c += 32) stats_add(__bfloat162float(xr[gi * G + c]), ai, mx, mn, nan);
+                for (int c = lane; c < G; c += 32) stats_add(__bfloat162float(xr[gi * G + c]), ai, mx, mn, nan);
+            }
             warp_stats(ai, mx, mn, nan);
             const moe_q_stats st = group_stats(ai, mx, mn, nan);
             moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
             if (lane == 0) scale[r * ng + gi] = grp.scale;
-#pragma unroll 4
-            for (int c = lane; c < G; c += 32) {
-                const float v = moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c]));
-                qr[gi * G + c] = enc(v);
+            const bool fast = fx::qstep_make(spec, grp, ai, nan, qs);
+            if (G == 128) {
+                auto fast4 = [&](auto div) {
+                    constexpr bool D = decltype(div)::value;
+                    return fx::qstep_code2<E4>(fx::qstep_value<D>(qs, f[0]), fx::qstep_value<D>(qs, f[1])) |
+                           fx::qstep_code2<E4>(fx::qstep_value<D>(qs, f[2]), fx::qstep_value<D>(qs, f[3])) << 16;
+                };
+                uint32_t c = 0;
+                if (fast) c = spec.q_op == MOE_QOP_DIV ? fast4(std::true_type()) : fast4(std::false_type());
+                else {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float v = moe_qc_step(&spec, &grp, f[i]);
+                        c |= (E4 ? fx::e4m3x2(v, 0.0f) & 0xFFu : (uint32_t)moe_qc_encode(MOE_I8, v)) << (8 * i);
+                    }
+                }
+                ((uint32_t *)(qr + gi * G))[lane] = c;
+            } else {
+                for (int c = lane; c < G; c += 32) {
+                    const float v = moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c]));
+                    qr[gi * G + c] = E4 ? (uint8_t)fx::e4m3x2(v, 0.0f) : moe_qc_encode(MOE_I8, v);
+                }
             }
         }
         return; /* (the rest of the body is dead code in this instantiation) */
     }
     const uint4 *xv = (const uint4 *)xr;
     const int nc = cols / 8;
+    uint4 hold[QUANT_HOLD];
+#pragma unroll
+    for (int k = 0; k < QUANT_HOLD; k++) {
+        const int c = threadIdx.x + k * blockDim.x;
+        hold[k] = c < nc ? xv[c] : make_uint4(0, 0, 0, 0);
+    }
+    float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
+    int nan = 0;
+    auto add8 = [&](const uint4 &v) {
+        float f[8];
+        bf16x8_f32(v, f);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            if constexpr (GR == MOE_GRAN_TENSOR) nan |= f[i] != f[i]; /* the amax is the tensor's */
+            else stats_add(f[i], ai, mx, mn, nan);
+        }
+    };
+#pragma unroll
+    for (int k = 0; k < QUANT_HOLD; k++)
+        if (threadIdx.x + k * blockDim.x < nc) add8(hold[k]);
+    for (int c = threadIdx.x + QUANT_HOLD * blockDim.x; c < nc; c += blockDim.x) add8(xv[c]);
     moe_q_stats st;
     if constexpr (GR == MOE_GRAN_TENSOR) {
         const float a = *tensor_amax; /* NaN elements were skipped: amax_nan IGNORE */
         st = group_stats(a, a, -a, 0);
+        nan = __syncthreads_or(nan); /* the row's NaN: the fast step's condition only */
+        ai = a;
     } else {
-        float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
-        int nan = 0;
-#pragma unroll 4
-        for (int c = threadIdx.x; c < nc; c += blockDim.x) {
-            float f[8];
-            bf16x8_f32(xv[c], f);
-#pragma unroll
-            for (int i = 0; i < 8; i++) stats_add(f[i], ai, mx, mn, nan);
-        }
         __shared__ float s_ai[32], s_mx[32], s_mn[32];
         __shared__ int s_nan[32];
         warp_stats(ai, mx, mn, nan);
         if (lane == 0) s_ai[w] = ai, s_mx[w] = mx, s_mn[w] = mn, s_nan[w] = nan;
         __syncthreads();
-        ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF, nan = 0;
-        for (int i = 0; i < nw; i++) ai = fmaxf(ai, s_ai[i]), mx = fmaxf(mx, s_mx[i]), mn = fminf(mn, s_mn[i]), nan |= s_nan[i];
+        ai = lane < nw ? s_ai[lane] : 0.0f, mx = lane < nw ? s_mx[lane] : -MOE_M_INF;
+        mn = lane < nw ? s_mn[lane] : MOE_M_INF, nan = lane < nw ? s_nan[lane] : 0;
+        warp_stats(ai, mx, mn, nan);
         st = group_stats(ai, mx, mn, nan);
     }
     moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
     /* per tensor: every CTA stores the one scale (the same bits), so it is
      * written whichever slots have no expert */
     if (threadIdx.x == 0) scale[GR == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
-#pragma unroll 2
-    for (int c = threadIdx.x; c < nc; c += blockDim.x) {
-        float f[8];
-        bf16x8_f32(xv[c], f);
-#pragma unroll
-        for (int i = 0; i < 8; i++) f[i] = moe_qc_step(&spec, &grp, f[i]);
-        uint32_t lo = 0, hi = 0;
-#pragma unroll
-        for (int i = 0; i < 4; i += 2) {
-            if constexpr (E4) {
-                lo |= fx::e4m3x2(f[i], f[i + 1]) << (8 * i), hi |= fx::e4m3x2(f[4 + i], f[5 + i]) << (8 * i);
-            } else {
-                lo |= (uint32_t)enc(f[i]) << (8 * i) | (uint32_t)enc(f[i + 1]) << (8 * i + 8);
-                hi |= (uint32_t)enc(f[4 + i]) << (8 * i) | (uint32_t)enc(f[5 + i]) << (8 * i + 8);
-            }
-        }
-        ((uint2 *)qr)[c] = make_uint2(lo, hi);
-    }
+    const bool fast = fx::qstep_make(spec, grp, ai, nan, qs);
+    if (fast && spec.q_op == MOE_QOP_DIV) encode_row<E4, true, true>(xv, hold, nc, qs, spec, grp, qr);
+    else if (fast) encode_row<E4, false, true>(xv, hold, nc, qs, spec, grp, qr);
+    else encode_row<E4, false, false>(xv, hold, nc, qs, spec, grp, qr);
 }
 
 /* max |x| over the non-NaN elements of x (fp8_wtensor_atensor's x) into
@@ -779,11 +854,19 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     const int64_t slots = (int64_t)p->M * p->topk, touched = slots < p->E ? slots : p->E;
     const int64_t avg = (slots + touched - 1) / touched;
     int c1, c2;
+    /* bf16's 128-row tiles where experts average over 56 slots: with 64-row blocks about half the experts
+     * take a second block (NOTES.md v23, same-binary A/B, two rounds: Mixtral-8x7B M = 256 10.5% faster,
+     * DeepSeek-V3 / gpt-oss-120b M = 2048 17 / 8%; at 48 slots (Mixtral M = 192) 5% slower, at Qwen3-30B-A3B
+     * M = 1024 (I 768: GEMM2 has 12 k tiles) 9% slower, and the e4m3 128-row tile slower than the 64-row one
+     * at every such point, 1-24%). MOE_FX_BM128=0 / 1: never / from 33 slots an expert, bf16 and fp8 */
     /* bf16's 64-row tiles on wgmma where the k chains are long (NOTES.md v18, two same-binary rounds:
      * Mixtral-8x7B M = 256 4-12% faster, DeepSeek-V3 M = 1024 0.7-6%; gpt-oss-120b M = 1024, H 2880, 6-7% slower) */
     const int wg64 = kind == KIND_FP8 || kind == KIND_FP8_BLOCK || (kind == KIND_BF16 && env_flag("MOE_FX_WG64", p->H >= 4096));
     if (avg <= 16)
         c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
+    else if (avg > 32 && env_flag("MOE_FX_BM128", kind == KIND_BF16 && avg > 56 && (p->H < p->I ? p->H : p->I) >= 2048) &&
+             (kind == KIND_BF16 || kind == KIND_FP8 || kind == KIND_FP8_BLOCK))
+        c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
     else if (avg <= 64 && wg64) c1 = c2 = CFG_64x128W;
     else if (avg <= 64 || kind == KIND_I8 || kind == KIND_W4 || kind == KIND_MX4) c1 = c2 = CFG_64x128;
     else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;

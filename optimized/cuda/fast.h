@@ -86,7 +86,9 @@ typedef struct {
 } moe_cuda_fx_args;
 
 typedef struct {
-    int bm1, bn1, bm2, bn2; /* tile heights / widths of GEMM1 (bn1: output columns of h) and GEMM2 */
+    int bm1, bn1, bm2, bn2; /* tile heights / widths of GEMM1 (bn1: output columns of h) and GEMM2; 128-row tiles
+                             * from 65 slots an expert, and for bf16 from 57 where H and I >= 2048 (NOTES.md v23;
+                             * MOE_FX_BM128=0 / 1 in the environment: never / bf16 and fp8 from 33 slots) */
     int max_blocks;         /* grid rows launched (an upper bound of the padded blocks) */
     int launches;           /* kernels per forward */
     int trigger_early;      /* GEMM1 lets GEMM2's CTAs start before it ends (programmatic dependent launch) */

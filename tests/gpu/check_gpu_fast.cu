@@ -44,6 +44,7 @@
 #include "optimized/cuda/fast.h"
 #include "optimized/cuda/fast_e4m3.cuh"
 #include "optimized/cuda/fast_gemm.cuh"
+#include "optimized/cuda/fast_qstep.cuh"
 #include "reference/formats/e4m3.h"
 #include "reference/act_core.h"
 #include "gpu_test_util.h"
@@ -830,6 +831,75 @@ START_TEST(e4m3_encode_exhaustive)
 }
 END_TEST
 
+/* ---- the fast element step of the activation quantization, every bf16 pair ----- */
+
+/* block a: the group's max |x| is the bf16 of bits a (0 and the subnormals
+ * included); thread lanes take every bf16 x with |x| <= a, both signs: the
+ * fast step's codes against the reference's step and encoding. Counts the
+ * amaxes the fast form refuses (those groups take the reference's path) */
+template <bool E4>
+__global__ void qstep_exhaustive_kernel(moe_quant_spec spec, unsigned long long *bad, unsigned *first, unsigned *refused)
+{
+    const uint32_t ab = blockIdx.x;
+    const float a = __uint_as_float(ab << 16);
+    moe_q_stats st;
+    st.amax_prop = st.amax_ign = a, st.vmax = a, st.vmin = -a;
+    moe_q_group grp;
+    moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
+    fx::qstep qs;
+    if (!fx::qstep_make(spec, grp, a, 0, qs)) {
+        if (threadIdx.x == 0) atomicAdd(refused, 1u), atomicMax(refused + 1, ab);
+        return;
+    }
+    const bool div = spec.q_op == MOE_QOP_DIV;
+    for (uint32_t xb = threadIdx.x; xb <= 2 * ab + 1; xb += blockDim.x) {
+        const uint32_t bits = (xb >> 1) | (xb & 1) << 15; /* |x| <= a, then its negative */
+        const float x = __uint_as_float(bits << 16);
+        const float v = div ? fx::qstep_value<true>(qs, x) : fx::qstep_value<false>(qs, x);
+        const uint32_t got = fx::qstep_code2<E4>(v, 0.0f) & 0xFFu;
+        const uint32_t want = moe_qc_encode(E4 ? MOE_E4M3 : MOE_I8, moe_qc_step(&spec, &grp, x));
+        if (got != want) {
+            atomicAdd(bad, 1ull);
+            atomicMin(first, ab << 16 | bits);
+        }
+    }
+}
+
+START_TEST(qstep_exhaustive)
+{
+    const moe_scheme sc = Q8_SCHEMES[_i];
+    moe_quant_spec spec;
+    ck_assert_int_eq(moe_scheme_spec(sc, MOE_OPERAND_ACT, &spec), MOE_OK);
+    unsigned long long *bad;
+    unsigned *first, *refused;
+    ck_assert_int_eq(cudaMalloc(&bad, 8), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&first, 4), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&refused, 8), cudaSuccess); /* count, largest amax bits refused */
+    ck_assert_int_eq(cudaMemset(bad, 0, 8), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(first, 0xff, 4), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(refused, 0, 8), cudaSuccess);
+    const unsigned n_amax = 0x7F80; /* every finite non-negative bf16 */
+    if (spec.elem == MOE_E4M3) qstep_exhaustive_kernel<true><<<n_amax, 256>>>(spec, bad, first, refused);
+    else qstep_exhaustive_kernel<false><<<n_amax, 256>>>(spec, bad, first, refused);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    unsigned long long nb = 0;
+    unsigned f0 = 0, nr[2] = {0, 0};
+    ck_assert_int_eq(cudaMemcpy(&nb, bad, 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(&f0, first, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(nr, refused, 8, cudaMemcpyDeviceToHost), cudaSuccess);
+    printf("qstep %s: %u amaxes x every bf16 |x| <= amax: %llu codes differ from the reference's; %u amaxes refused "
+           "(the reference's path; the largest 0x%04x)\n",
+           moe_scheme_name(sc), n_amax, nb, nr[0], nr[1]);
+    ck_assert_msg(nb == 0, "%s: the fast step's code differs at %llu pairs (first amax bits 0x%04x, x bits 0x%04x)",
+                  moe_scheme_name(sc), nb, f0 >> 16, f0 & 0xFFFFu);
+    /* refused only where the factor is not finite: per tensor, 1 / (amax / 448) for an amax under 2^-118 or
+     * so; every amax from 2^-100 up takes the fast form (bf16 bits 0x0D80) */
+    ck_assert_msg(nr[0] == 0 || nr[1] < 0x0D80u, "%s: the fast form refuses the amax of bf16 bits 0x%04x",
+                  moe_scheme_name(sc), nr[1]);
+    cudaFree(bad), cudaFree(first), cudaFree(refused);
+}
+END_TEST
+
 /* ---- the judge's tensor-core model, instruction by instruction ------------------ */
 
 /* D = C + A B for one m16n8k16 bf16 or m16n8k32 e4m3 mma.sync through
@@ -1323,6 +1393,25 @@ START_TEST(plan_decode_forms)
                       "wg64 case %zu: shallow %d / %d",
                       i, plan.shallow1, plan.shallow2);
     }
+    /* bf16's 128-row tiles from 57 slots an expert where H and I >= 2048; MOE_FX_BM128=0 / 1: never / bf16 and
+     * fp8 from 33 */
+    const char *b128 = getenv("MOE_FX_BM128");
+    static const struct {
+        moe_scheme sc;
+        int M, H, I, want;
+    } b[] = {{MOE_SCHEME_BF16, 256, 4096, 2048, 1},  /* 64 slots an expert */
+             {MOE_SCHEME_BF16, 192, 4096, 2048, 0},  /* 48 */
+             {MOE_SCHEME_BF16, 256, 2048, 768, 0},   /* I 768 */
+             {MOE_SCHEME_FP8_WCHANNEL_ATOKEN, 256, 4096, 2048, 0},
+             {MOE_SCHEME_INT8_WCHANNEL_ATOKEN, 256, 4096, 2048, 0}};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        moe_cuda_fx_problem p = {b[i].M, 8, 2, b[i].H, b[i].I, b[i].sc, moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 0};
+        moe_cuda_fx_plan plan;
+        ck_assert_int_eq(moe_cuda_fx_plan_make(&p, &plan), MOE_OK);
+        const int want = !b128 ? b[i].want : strcmp(b128, "0") && b[i].sc != MOE_SCHEME_INT8_WCHANNEL_ATOKEN;
+        ck_assert_msg(plan.bm1 == (want ? 128 : 64) && plan.bm2 == plan.bm1, "bm128 case %zu: bm %d / %d, want %d", i,
+                      plan.bm1, plan.bm2, want ? 128 : 64);
+    }
 }
 END_TEST
 
@@ -1609,9 +1698,11 @@ static void add_tests(Suite *s)
     TCase *tq = gpu_tcase(s, "q8", 900);
     tcase_add_loop_test(tq, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     tcase_add_loop_test(tq, fused_q8_graph_capture, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
-    /* CK_RUN_CASE=encode: the activation quantization's hardware e4m3 encoding, all 2^32 f32 (seconds) */
+    /* CK_RUN_CASE=encode: the activation quantization's hardware e4m3 encoding, all 2^32 f32, and its fast element
+     * step, every bf16 pair (seconds) */
     TCase *te = gpu_tcase(s, "encode", 120);
     tcase_add_test(te, e4m3_encode_exhaustive);
+    tcase_add_loop_test(te, qstep_exhaustive, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward, seconds) */
     TCase *tl = gpu_tcase(s, "slot", 300);
     tcase_add_loop_test(tl, slot_layout_matches_align, 0, (int)(sizeof SLOT_SCHEMES / sizeof SLOT_SCHEMES[0]));
