@@ -228,6 +228,13 @@ unsigned quant_threads(const moe_quant_spec &s, int cols, int64_t rows)
     return (unsigned)(t < 128 ? 128 : t > QUANT_THREADS ? QUANT_THREADS : t);
 }
 
+/* the code of a value after the reference's step (moe_qc_step): e4m3 in
+ * hardware (fast_e4m3.cuh), int8 the reference's */
+template <bool E4> __device__ __forceinline__ uint32_t ref_code(float v)
+{
+    return E4 ? fx::e4m3x2(v, 0.0f) & 0xFFu : (uint32_t)moe_qc_encode(MOE_I8, v);
+}
+
 /* the codes of 8 elements: the fast step (fast_qstep.cuh) or, for a group
  * with a NaN or an infinity, the reference's */
 template <bool E4, bool DIV, bool FAST>
@@ -241,7 +248,7 @@ __device__ __forceinline__ uint2 codes8(const float *f, const fx::qstep &qs, con
             c = fx::qstep_code2<E4>(fx::qstep_value<DIV>(qs, f[i]), fx::qstep_value<DIV>(qs, f[i + 1]));
         } else {
             const float a = moe_qc_step(&spec, &grp, f[i]), b = moe_qc_step(&spec, &grp, f[i + 1]);
-            c = E4 ? fx::e4m3x2(a, b) : (uint32_t)moe_qc_encode(MOE_I8, a) | (uint32_t)moe_qc_encode(MOE_I8, b) << 8;
+            c = ref_code<E4>(a) | ref_code<E4>(b) << 8;
         }
         w[i >> 2] |= c << (8 * (i & 3));
     }
@@ -328,14 +335,14 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
                         const float v = moe_qc_step(&spec, &grp, f[i]);
-                        c |= (E4 ? fx::e4m3x2(v, 0.0f) & 0xFFu : (uint32_t)moe_qc_encode(MOE_I8, v)) << (8 * i);
+                        c |= ref_code<E4>(v) << (8 * i);
                     }
                 }
                 ((uint32_t *)(qr + gi * G))[lane] = c;
             } else {
                 for (int c = lane; c < G; c += 32) {
                     const float v = moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c]));
-                    qr[gi * G + c] = E4 ? (uint8_t)fx::e4m3x2(v, 0.0f) : moe_qc_encode(MOE_I8, v);
+                    qr[gi * G + c] = (uint8_t)ref_code<E4>(v);
                 }
             }
         }

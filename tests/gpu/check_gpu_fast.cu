@@ -764,6 +764,51 @@ END_TEST
  * eagerly: x's quantization lets the align start early (a programmatic
  * edge that only the 8-bit schemes have, fast.cu), at M = 1 it does not
  * (no align); one case of each */
+/* x's codes and scales where rows hold a NaN, an infinity or only zeros:
+ * those groups take the reference's element step in quant_rows_kernel (the
+ * fast step refuses them, fast_qstep.cuh), the others the fast one; both
+ * against the host's moe_ref_quantize, bit for bit */
+START_TEST(quant_special_rows)
+{
+    const moe_scheme sc = Q8_SCHEMES[_i];
+    const fcase c = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0};
+    q8prob f;
+    q8prob_make(&c, sc, 950, 0, &f);
+    uint16_t *xb = (uint16_t *)f.x.data;
+    const int H = c.H;
+    xb[0 * H + 3] = 0x7FC0;                            /* a NaN */
+    xb[1 * H + 200] = 0x7F80;                          /* +Inf */
+    for (int j = 0; j < H; j++) xb[2 * H + j] = 0;     /* a row of zeros */
+    xb[3 * H + 0] = 0xFF80;                            /* -Inf */
+    xb[4 * H + 130] = 0xFFC1;                          /* a NaN with the sign and a payload */
+    ck_assert_int_eq(cudaMemcpy(f.dx, f.x.data, f.x.nbytes, cudaMemcpyHostToDevice), cudaSuccess);
+    free(q8_run(&f));
+    const size_t nq = moe_cuda_fx_piece_bytes(&f.p, &f.plan, MOE_FX_XQ), ns = moe_cuda_fx_piece_bytes(&f.p, &f.plan, MOE_FX_SX);
+    uint8_t *gq = (uint8_t *)malloc(nq), *gs = (uint8_t *)malloc(ns);
+    ck_assert_int_eq(moe_cuda_fx_fetch(&f.p, &f.plan, f.ws, MOE_FX_XQ, gq, nq), MOE_OK);
+    ck_assert_int_eq(moe_cuda_fx_fetch(&f.p, &f.plan, f.ws, MOE_FX_SX, gs, ns), MOE_OK);
+    moe_tensor x32 = gpu_hnew(MOE_F32, 2, c.M, H), q, sc_t;
+    for (int i = 0; i < c.M * H; i++) ((float *)x32.data)[i] = moe_bf16_to_f32(xb[i]);
+    const int64_t sh[2] = {c.M, H};
+    ck_assert_int_eq(moe_quant_alloc(&f.as, 2, sh, &q, &sc_t, NULL), MOE_OK);
+    ck_assert_msg(moe_ref_quantize(&f.as, &x32, NULL, &q, &sc_t, NULL) == MOE_OK, "%s", moe_last_error());
+    ck_assert_int_eq((int64_t)nq, q.nbytes);
+    ck_assert_int_eq((int64_t)ns, sc_t.nbytes);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < nq; i++)
+        if (gq[i] != ((uint8_t *)q.data)[i] && !bad++) first = i;
+    const int sbad = memcmp(gs, sc_t.data, ns) != 0;
+    printf("quant special rows %s: %zu codes, %zu differ from the reference's; scales %s\n", moe_scheme_name(sc), nq, bad,
+           sbad ? "differ" : "the same bits");
+    ck_assert_msg(bad == 0, "%s: %zu codes differ (first at row %zu col %zu: 0x%02x, reference 0x%02x)", moe_scheme_name(sc),
+                  bad, first / H, first % H, gq[first], ((uint8_t *)q.data)[first]);
+    ck_assert_msg(!sbad, "%s: x's scales differ from the reference's", moe_scheme_name(sc));
+    moe_tensor_free(&x32), moe_tensor_free(&q), moe_tensor_free(&sc_t);
+    free(gq), free(gs);
+    q8prob_free(&f);
+}
+END_TEST
+
 START_TEST(fused_q8_graph_capture)
 {
     const moe_scheme sc = Q8_SCHEMES[_i];
@@ -1698,6 +1743,7 @@ static void add_tests(Suite *s)
     TCase *tq = gpu_tcase(s, "q8", 900);
     tcase_add_loop_test(tq, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     tcase_add_loop_test(tq, fused_q8_graph_capture, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
+    tcase_add_loop_test(tq, quant_special_rows, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=encode: the activation quantization's hardware e4m3 encoding, all 2^32 f32, and its fast element
      * step, every bf16 pair (seconds) */
     TCase *te = gpu_tcase(s, "encode", 120);
