@@ -14,9 +14,10 @@
  *    a clamp of a non-NaN v to [-qmax, qmax] is fminf(fmaxf(v, -qmax), qmax)
  *    in either order;
  *  - x / f is q = x * y and one remainder step r = x - q f (exact by the
- *    fused multiply-add), q + r y. Enumerated on the host for every bf16 x
- *    and every f of the two division rules (VLLM_TOKEN, GROUP_EPS) while
- *    this was written: the f32 quotient is IEEE x / f's wherever that is
+ *    fused multiply-add), q + r y. Enumerated on the host for every bf16
+ *    amax, every f the two division rules (VLLM_TOKEN, GROUP_EPS) give it
+ *    and every bf16 |x| <= amax while this was written: the f32 quotient
+ *    is IEEE x / f's wherever that is
  *    normal and |x| >= 2^-100; below that the remainder underflows, or the
  *    quotient is subnormal, and q can be one unit off. Such a quotient is
  *    under 2^-36 (|x| < 2^-100 and f >= 2^-64, which qstep_make requires)
