@@ -235,14 +235,15 @@ template <bool E4> __device__ __forceinline__ uint32_t ref_code(float v)
     return E4 ? fx::e4m3x2(v, 0.0f) & 0xFFu : (uint32_t)moe_qc_encode(MOE_I8, v);
 }
 
-/* the codes of 8 elements: the fast step (fast_qstep.cuh) or, for a group
- * with a NaN or an infinity, the reference's */
-template <bool E4, bool DIV, bool FAST>
-__device__ __forceinline__ uint2 codes8(const float *f, const fx::qstep &qs, const moe_quant_spec &spec, const moe_q_group &grp)
+/* the codes of N elements (even N), packed low byte first: the fast step
+ * (fast_qstep.cuh) or, for a group with a NaN or an infinity, the
+ * reference's */
+template <int N, bool E4, bool DIV, bool FAST>
+__device__ __forceinline__ void codes_of(const float *f, const fx::qstep &qs, const moe_quant_spec &spec,
+                                         const moe_q_group &grp, uint32_t *w)
 {
-    uint32_t w[2] = {0, 0};
 #pragma unroll
-    for (int i = 0; i < 8; i += 2) {
+    for (int i = 0; i < N; i += 2) {
         uint32_t c;
         if (FAST) {
             c = fx::qstep_code2<E4>(fx::qstep_value<DIV>(qs, f[i]), fx::qstep_value<DIV>(qs, f[i + 1]));
@@ -252,7 +253,16 @@ __device__ __forceinline__ uint2 codes8(const float *f, const fx::qstep &qs, con
         }
         w[i >> 2] |= c << (8 * (i & 3));
     }
-    return make_uint2(w[0], w[1]);
+}
+
+/* calls f(div, fast) with the group's form of the element step as
+ * compile-time constants (std::true_type / false_type), so a loop holds
+ * one form */
+template <class F> __device__ __forceinline__ void with_form(bool fast, bool div, F f)
+{
+    if (fast && div) f(std::true_type(), std::true_type());
+    else if (fast) f(std::false_type(), std::true_type());
+    else f(std::false_type(), std::false_type());
 }
 
 /* a row's codes (ROW / TENSOR): the chunks held in registers, then the
@@ -264,7 +274,9 @@ __device__ __forceinline__ void encode_row(const uint4 *xv, const uint4 *hold, i
     auto one = [&](const uint4 &v, int c) {
         float f[8];
         bf16x8_f32(v, f);
-        ((uint2 *)qr)[c] = codes8<E4, DIV, FAST>(f, qs, spec, grp);
+        uint32_t w[2] = {0, 0};
+        codes_of<8, E4, DIV, FAST>(f, qs, spec, grp, w);
+        ((uint2 *)qr)[c] = make_uint2(w[0], w[1]);
     };
 #pragma unroll
     for (int k = 0; k < QUANT_HOLD; k++)
@@ -324,20 +336,10 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
             if (lane == 0) scale[r * ng + gi] = grp.scale;
             const bool fast = fx::qstep_make(spec, grp, ai, nan, qs);
             if (G == 128) {
-                auto fast4 = [&](auto div) {
-                    constexpr bool D = decltype(div)::value;
-                    return fx::qstep_code2<E4>(fx::qstep_value<D>(qs, f[0]), fx::qstep_value<D>(qs, f[1])) |
-                           fx::qstep_code2<E4>(fx::qstep_value<D>(qs, f[2]), fx::qstep_value<D>(qs, f[3])) << 16;
-                };
                 uint32_t c = 0;
-                if (fast) c = spec.q_op == MOE_QOP_DIV ? fast4(std::true_type()) : fast4(std::false_type());
-                else {
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const float v = moe_qc_step(&spec, &grp, f[i]);
-                        c |= ref_code<E4>(v) << (8 * i);
-                    }
-                }
+                with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
+                    codes_of<4, E4, decltype(div)::value, decltype(fst)::value>(f, qs, spec, grp, &c);
+                });
                 ((uint32_t *)(qr + gi * G))[lane] = c;
             } else {
                 for (int c = lane; c < G; c += 32) {
@@ -393,9 +395,9 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
      * written whichever slots have no expert */
     if (threadIdx.x == 0) scale[GR == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
     const bool fast = fx::qstep_make(spec, grp, ai, nan, qs);
-    if (fast && spec.q_op == MOE_QOP_DIV) encode_row<E4, true, true>(xv, hold, nc, qs, spec, grp, qr);
-    else if (fast) encode_row<E4, false, true>(xv, hold, nc, qs, spec, grp, qr);
-    else encode_row<E4, false, false>(xv, hold, nc, qs, spec, grp, qr);
+    with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
+        encode_row<E4, decltype(div)::value, decltype(fst)::value>(xv, hold, nc, qs, spec, grp, qr);
+    });
 }
 
 /* max |x| over the non-NaN elements of x (fp8_wtensor_atensor's x) into
