@@ -191,14 +191,26 @@ MOE_HD MOE_INLINE float moe_exp2f(float x)
 #define MOE_M_LN2_LO 0x1.7f7d1cp-20f   /* ln2 - LN2_HI = 1.42860682e-06 */
 #define MOE_M_LOG2E 0x1.715476p+0f     /* 1.44269502, log2(e) rounded */
 
+/* e^x = y * 2^kf for x within the clamps below, y = 1 + (e^r - 1) in
+ * [0.70, 1.42]: moe_expf's steps before the power of two (the GPU's
+ * branch-free silu forms 2^kf from its bits where y * 2^kf is normal,
+ * optimized/cuda/fast_silu.cuh) */
+MOE_HD MOE_INLINE float moe_m_exp_split(float x, float *kfp)
+{
+    float kf = (x * MOE_M_LOG2E + MOE_M_ROUND_MAGIC) - MOE_M_ROUND_MAGIC;
+    float r = (x - kf * MOE_M_LN2_HI) - kf * MOE_M_LN2_LO;
+    *kfp = kf;
+    return 1.0f + moe_m_expm1_core(r);
+}
+
 MOE_HD MOE_INLINE float moe_expf(float x)
 {
     if (x != x) return x + x;
     if (x > 89.0f) x = 89.0f;
     if (x < -104.0f) x = -104.0f;
-    float kf = (x * MOE_M_LOG2E + MOE_M_ROUND_MAGIC) - MOE_M_ROUND_MAGIC;
-    float r = (x - kf * MOE_M_LN2_HI) - kf * MOE_M_LN2_LO;
-    return moe_ldexpf(1.0f + moe_m_expm1_core(r), (int)kf);
+    float kf;
+    float y = moe_m_exp_split(x, &kf);
+    return moe_ldexpf(y, (int)kf);
 }
 
 /* ---- log2, log --------------------------------------------------------------

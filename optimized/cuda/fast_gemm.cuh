@@ -60,6 +60,7 @@
 #include "moe/act.h"
 #include "reference/act_core.h"
 #include "reference/quant_core.h"
+#include "fast_silu.cuh"
 
 namespace fx {
 
@@ -397,8 +398,12 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                  * swigluoai's GEMM1 ran at 34% of the bf16 peak, Mixtral's silu
                  * one at 71%, before it was written out and moe_sigmoidf lost its
                  * branch, v21); the reference's element expressions either way
-                 * (act_core.h) */
-                auto store = [&](auto kind) {
+                 * (act_core.h). silu by its branch-free form first (fast_silu.cuh,
+                 * NOTES.md v24: moe_siluf's branches kept the compiler from
+                 * interleaving the values), then, where that flagged a g (rare:
+                 * below -80, tiny or NaN), the row again by moe_siluf, stored over */
+                auto store = [&](auto kind, bool *bad) {
+                    float m = 0.0f; /* this row's max |h| */
                     moe_act_params a = p.act;
                     if (decltype(kind)::value >= 0) a.act = (moe_act)decltype(kind)::value;
                     /* swigluoai written out too (gpt-oss-120b bf16 M = 4096 / 16384
@@ -418,18 +423,25 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                             float ga = tc<T>::acc(acc[mi][2 * q][h * 2 + c]), ua = tc<T>::acc(acc[mi][2 * q + 1][h * 2 + c]);
                             if (esc) ga = (ga * sa) * p.w_scale[w_sidx(p, e, col + c)], ua = (ua * sa) * p.w_scale[w_sidx(p, e, p.I + col + c)];
                             const float g = tc<TO>::f32(tc<TO>::rnd(ga)), u = tc<TO>::f32(tc<TO>::rnd(ua));
-                            v2[c] = tc<TO>::rnd(silu  ? moe_siluf(g) * u
+                            v2[c] = tc<TO>::rnd(silu  ? (bad ? silu_fast(g, *bad) : moe_siluf(g)) * u
                                                 : oai ? moe_act_swigluoai(g, u, a.alpha, a.limit)
                                                       : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
-                            hmax = fmaxf(hmax, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
+                            m = fmaxf(m, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
                         }
                         /* I % 8 == 0: col + 1 < I, 4-byte aligned */
                         *(uint32_t *)(hrow + col) = (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
                     }
+                    return m;
                 };
-                if (p.act.act == MOE_ACT_SILU && !p.act.round_act_to_storage) store(std::integral_constant<int, MOE_ACT_SILU>());
-                else if (p.act.act == MOE_ACT_SWIGLUOAI) store(std::integral_constant<int, MOE_ACT_SWIGLUOAI>());
-                else store(std::integral_constant<int, -1>());
+                auto row = [&](auto kind) {
+                    bool bad = false;
+                    float m = store(kind, decltype(kind)::value == MOE_ACT_SILU ? &bad : nullptr);
+                    if (bad) m = store(kind, nullptr);
+                    hmax = fmaxf(hmax, m);
+                };
+                if (p.act.act == MOE_ACT_SILU && !p.act.round_act_to_storage) row(std::integral_constant<int, MOE_ACT_SILU>());
+                else if (p.act.act == MOE_ACT_SWIGLUOAI) row(std::integral_constant<int, MOE_ACT_SWIGLUOAI>());
+                else row(std::integral_constant<int, -1>());
             } else {
                 const float wgt = EPI == EPI_STORE ? 1.0f : p.topk_w[slot];
 #pragma unroll

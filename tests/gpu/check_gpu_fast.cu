@@ -45,6 +45,7 @@
 #include "optimized/cuda/fast_e4m3.cuh"
 #include "optimized/cuda/fast_gemm.cuh"
 #include "optimized/cuda/fast_qstep.cuh"
+#include "optimized/cuda/fast_silu.cuh"
 #include "reference/formats/e4m3.h"
 #include "reference/act_core.h"
 #include "gpu_test_util.h"
@@ -945,6 +946,59 @@ START_TEST(qstep_exhaustive)
 }
 END_TEST
 
+/* silu's branch-free form (fast_silu.cuh) on every bf16 and every f16
+ * pattern: the values it takes equal the host's moe_siluf bit for bit
+ * (NaN by class), and it flags exactly the g its header says (below -80,
+ * under 2^-60 in magnitude but not zero, NaN). */
+__global__ void silu_exhaustive_kernel(int f16, float *out, unsigned char *flag)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= 65536) return;
+    const uint16_t b = (uint16_t)i;
+    const float g = f16 ? __half2float(*(const __half *)&b) : __bfloat162float(*(const __nv_bfloat16 *)&b);
+    bool bad = false;
+    out[i] = fx::silu_fast(g, bad);
+    flag[i] = bad;
+}
+
+START_TEST(silu_fast_exhaustive)
+{
+    float *d_out, *out = (float *)malloc(65536 * sizeof(float));
+    unsigned char *d_flag, *flag = (unsigned char *)malloc(65536);
+    ck_assert(out && flag);
+    ck_assert_int_eq(cudaMalloc(&d_out, 65536 * sizeof(float)), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&d_flag, 65536), cudaSuccess);
+    for (int f16 = 0; f16 < 2; f16++) {
+        silu_exhaustive_kernel<<<256, 256>>>(f16, d_out, d_flag);
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(out, d_out, 65536 * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(flag, d_flag, 65536, cudaMemcpyDeviceToHost), cudaSuccess);
+        unsigned taken = 0, differ = 0, misflagged = 0, first = 0x10000;
+        for (unsigned i = 0; i < 65536; i++) {
+            const float g = f16 ? moe_f16_to_f32((uint16_t)i) : moe_bf16_to_f32((uint16_t)i);
+            const float a = fabsf(g);
+            const int want_flag = !(g >= -80.0f) || (a < 0x1p-60f && a != 0.0f);
+            misflagged += flag[i] != want_flag;
+            if (flag[i]) continue;
+            taken++;
+            const float r = moe_siluf(g);
+            uint32_t ub, rb;
+            memcpy(&ub, &out[i], 4), memcpy(&rb, &r, 4);
+            const int same = ub == rb || (isnan(out[i]) && isnan(r));
+            if (!same && first == 0x10000) first = i;
+            differ += !same;
+        }
+        printf("silu_fast %s: %u of 65536 patterns taken, %u differ from moe_siluf, %u flagged against the rule\n",
+               f16 ? "f16" : "bf16", taken, differ, misflagged);
+        ck_assert_msg(differ == 0, "silu_fast %s: %u values differ from moe_siluf (first pattern 0x%04x)", f16 ? "f16" : "bf16",
+                      differ, first);
+        ck_assert_msg(misflagged == 0, "silu_fast %s: %u patterns flagged against the header's rule", f16 ? "f16" : "bf16",
+                      misflagged);
+    }
+    cudaFree(d_out), cudaFree(d_flag), free(out), free(flag);
+}
+END_TEST
+
 /* ---- the judge's tensor-core model, instruction by instruction ------------------ */
 
 /* D = C + A B for one m16n8k16 bf16 or m16n8k32 e4m3 mma.sync through
@@ -1748,6 +1802,7 @@ static void add_tests(Suite *s)
      * step, every bf16 pair (seconds) */
     TCase *te = gpu_tcase(s, "encode", 120);
     tcase_add_test(te, e4m3_encode_exhaustive);
+    tcase_add_test(te, silu_fast_exhaustive);
     tcase_add_loop_test(te, qstep_exhaustive, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward, seconds) */
     TCase *tl = gpu_tcase(s, "slot", 300);
