@@ -589,20 +589,28 @@ template <int BM, int ST> struct ws_stages { static constexpr int v = BM == 128 
 
 /* one instantiation of the GEMM: its shared-memory limit and its launch;
  * the 64- and 128-row wgmma tiles also have the warp-specialized persistent
- * form (fast_ws.cuh, NOTES.md v13, v20), launched when the plan says persistent */
+ * form (fast_ws.cuh, NOTES.md v13, v20), launched when the plan says persistent
+ * (form WS_ON), and the e4m3 128 x 128 one a form with the epilogue in a
+ * warpgroup of its own on 5 stages (WS_EPI_WG: NOTES.md v25) */
+enum { WS_OFF = 0, WS_ON = 1, WS_EPI_WG = 2 };
 template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> struct tile {
     static constexpr bool WS = WG && BM >= 64;
+    static constexpr bool EW = WS && BM == 128 && std::is_same<T, __nv_fp8_e4m3>::value;
     template <int EPI> static cudaError_t prepare()
     {
         cudaError_t ce = fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>();
         if constexpr (WS)
             if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>();
+        if constexpr (EW)
+            if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, 5, EPI, QS, true>();
         return ce;
     }
-    template <int EPI> static cudaError_t launch(const fx::gemm_params &g, int max_blocks, int n_cols, cudaStream_t s, bool ws)
+    template <int EPI> static cudaError_t launch(const fx::gemm_params &g, int max_blocks, int n_cols, cudaStream_t s, int ws)
     {
+        if constexpr (EW)
+            if (ws == WS_EPI_WG) return fx::gemm_ws_launch<T, BM, BN, 5, EPI, QS, true>(g, max_blocks, n_cols, s, true);
         if constexpr (WS)
-            if (ws) return fx::gemm_ws_launch<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>(g, max_blocks, n_cols, s, true);
+            if (ws != WS_OFF) return fx::gemm_ws_launch<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>(g, max_blocks, n_cols, s, true);
         return fx::gemm_launch<T, BM, BN, WM, WN, ST, EPI, WG, QS>(g, max_blocks, n_cols, s, true);
     }
 };
@@ -904,6 +912,16 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * machine 1-2.6% at Mixtral, DeepSeek-V3 within noise; the e4m3 ones 7-28% slower: one consumer warpgroup
      * an SM cannot overlap its promotion). MOE_FX_WS=0 / 1: never / every such tile */
     plan->persistent = (plan->bm1 == 128 || plan->wg64) && env_flag("MOE_FX_WS", plan->bm1 == 128 || (plan->wg64 && kind == KIND_BF16));
+    /* the e4m3 128-row tiles' epilogue in a fourth warpgroup, overlapping the next tile's k loop (fast_ws.cuh;
+     * NOTES.md v25; same-binary A/B, two rounds, everywhere on: Mixtral-8x7B 2-9% faster, DeepSeek-V3 0-6%, the
+     * block scheme 2-8% at every shape; per tensor / per channel on Qwen3-30B-A3B (k tiles 16 / 6) 15-18% and
+     * gpt-oss-120b (23 / 23) 0-8% slower: a short k loop does not cover a warpgroup doing two warpgroups'
+     * epilogues). Bit 0: GEMM1, bit 1: GEMM2; the block scheme both, the others where K has at least 32 k
+     * tiles. MOE_FX_EWG=<mask> in the environment: that mask instead (0: never) */
+    if (plan->persistent && plan->bm1 == 128 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK)) {
+        const char *ev = getenv("MOE_FX_EWG");
+        plan->epi_wg = ev ? atoi(ev) & 3 : kind == KIND_FP8_BLOCK ? 3 : (p->H >= 32 * 128) | (p->I >= 32 * 128) << 1;
+    }
     /* the weight tiles by TMA (NOTES.md v19, same-binary A/B over 4 shapes x 7 M x 5 schemes, two rounds):
      * the 128-row tiles 1-3% (8-bit) and 4-16% (bf16) faster, the 64-row tiles 0-5%; the 16 / 32-row decode
      * tiles 2-8% faster on 8-bit codes (gpt-oss-120b M = 16-256 fp8 7-8%; Qwen3-30B-A3B M = 256 2-4% slower),
@@ -1042,9 +1060,10 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
      * next kernel start early */
     g1.pdl_trigger = plan->trigger_early;
     const int M = p->M, I = p->I, H = p->H;
-    const bool ws = plan->persistent != 0;
+    const int ws1 = !plan->persistent ? WS_OFF : plan->epi_wg & 1 ? WS_EPI_WG : WS_ON,
+              ws2 = !plan->persistent ? WS_OFF : plan->epi_wg & 2 ? WS_EPI_WG : WS_ON;
     cudaStream_t s = S(stream);
-    ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws); });
+    ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws1); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
     if (q8) { /* h: the slots' rows (the slot layout's row_of_slot is GEMM1's) */
         const int64_t P = (int64_t)M * p->topk;
@@ -1060,7 +1079,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (scaled) g2.w_scale = a->w2_scale;
     if (p->atomic) {
         g2.acc_out = w.acc; /* zeroed before the align */
-        ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WATOMIC>(g2, plan->max_blocks, H, s, ws); });
+        ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WATOMIC>(g2, plan->max_blocks, H, s, ws2); });
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
         const int64_t n = (int64_t)M * H;
         ce = launch_ex(convert_kernel<__nv_bfloat16>, grid_for(n, 256), 256, s, true, (const float *)w.acc, n,
@@ -1068,7 +1087,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx convert_kernel");
     }
     g2.out = w.y;
-    ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WSTORE>(g2, plan->max_blocks, H, s, ws); });
+    ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WSTORE>(g2, plan->max_blocks, H, s, ws2); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm2 launch");
     return combine(w.y, &w.L, NULL, M, p->topk, H, MOE_BF16, a->out, stream, true);
 }
@@ -1130,8 +1149,9 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
                      : plan->shallow1                ? ", GEMM1 shallow"
                      : plan->shallow2                ? ", GEMM2 shallow"
                                                      : "";
-    snprintf(buf, n, "%dx%d / %dx%d%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
+    snprintf(buf, n, "%dx%d / %dx%d%s%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
              plan->persistent ? " persistent" : plan->swapped ? " swapped" : plan->wg64 ? " wgmma" : "",
+             !plan->persistent || !plan->epi_wg ? "" : plan->epi_wg == 3 ? ", epilogue warpgroup" : plan->epi_wg == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
              sh, plan->tma ? ", TMA weights" : "");
 }
 

@@ -98,6 +98,13 @@ typedef struct {
                              * bit). plan_make sets it for 128-row plans and bf16's 64-row wgmma plans (NOTES.md
                              * v20); MOE_FX_WS=0 / 1 in the environment: never / every such tile; a caller may
                              * clear it (the side-by-side check and timing) */
+    int epi_wg;             /* bit 0 / 1: GEMM1 / GEMM2 on the e4m3 schemes' persistent 128-row tiles runs its
+                             * epilogue in a warpgroup of its own (fast_ws.cuh: the consumers hand their sums over
+                             * in shared memory and go on with the next tile's k loop; 5 stages instead of 6; same
+                             * results bit for bit; NOTES.md v25). plan_make sets both for the block scheme, and
+                             * for per tensor / per channel each GEMM whose K has 32 k tiles or more (its
+                             * measurements); MOE_FX_EWG=<mask> in the environment: that mask instead (0: never).
+                             * A caller may set or clear bits; ignored where the tile has no such form */
     int slot_layout;        /* M = 1 on 16-row tiles: no align kernel; block b is slot b alone (its expert read
                              * from topk_ids by the GEMMs), GEMM1 writes the layout's sorted, block_expert,
                              * row_of_slot and num_blocks (counts and offsets are not written). A token's top-k

@@ -56,38 +56,69 @@
 
 namespace fx {
 
-template <int BM, int BN, int STAGES> struct ws_cfg {
-    static constexpr int NCW = BM / 16;          /* consumer warps, 16 rows each */
-    static constexpr int NT = NCW * 32 + 128;    /* + the producer warpgroup */
+/* EW: the epilogue runs in a warpgroup of its own (below) */
+template <int BM, int BN, int STAGES, bool EW = false> struct ws_cfg {
+    static constexpr int NCW = BM / 16;                   /* consumer warps, 16 rows each */
+    static constexpr int NT = NCW * 32 + 128 + EW * 128;  /* + the producer (+ the epilogue) warpgroup */
     static constexpr int STAGE_BYTES = BM * 128 + BN * 128;
-    static constexpr int SMEM = STAGES * STAGE_BYTES + 1024;
+    static constexpr int EBYTES = EW ? BM * BN * 4 : 0;   /* each consumer warpgroup's f32 sums, handed over */
+    static constexpr int SMEM = STAGES * STAGE_BYTES + EBYTES + 1024;
     static_assert(BM % 64 == 0 && (BN == 128 || BN == 256) && STAGES >= 3, "ws tiles: warpgroups of 64 rows");
+    static_assert(!EW || (BM == 128 && BN == 128), "the epilogue warpgroup: the e4m3 128 x 128 tile (64 KB of sums)");
+};
+
+/* The epilogue warpgroup (EW; NOTES.md v25). The cooperative tile's two
+ * consumer warpgroups finish a tile together, so its epilogue (GEMM1's
+ * gated one: 2 800 instructions a warp at about 0.25 a cycle, a third of
+ * the consumers' time on Mixtral-8x7B M = 16384 fp8, v24's profile) left
+ * the tensor cores idle. With EW each consumer warpgroup writes its f32
+ * sums to shared memory (64 x 128 f32, 32 KB, conflict-free float4 rows
+ * of 128 threads) and goes on with its next tile's k loop; a fourth
+ * warpgroup reads them back into the same fragment layout and runs the
+ * same fx::epilogue for the consumer warp they came from, so the results
+ * are the same bits. Registers: 512 threads start at 128 each; setmaxnreg
+ * gives the producer 72 and the epilogue warpgroup 112 (GATED with
+ * epilogue scales) or 88, the consumers the rest, 160 or 176: ptxas
+ * spills nothing (a producer of 64 spilled, consumers of 152 did, and
+ * so did 88 for the gated epilogue with scales; the block scheme's
+ * consumers, which spill 36 bytes at 168 in the 384-thread form, need
+ * 176). Shared memory: the sums' 64 KB leave room for 5 stages of 32 KB,
+ * not 6. */
+template <int EPI, int QS> struct ew_regs {
+    static constexpr int producer = 72, epilogue = EPI == EPI_GATED && QS == QS_EPILOGUE ? 112 : 88, consumer = (65536 - 128 * (producer + epilogue)) / 256 / 8 * 8;
+    static_assert(producer * 128 + epilogue * 128 + consumer * 256 <= 65536, "one SM's registers");
 };
 
 __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t a)
 {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(a) : "memory");
 }
-template <class T, int BM, int BN, int STAGES, int EPI, int QS>
-__global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
+template <class T, int BM, int BN, int STAGES, int EPI, int QS, bool EW>
+__global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
     gemm_ws_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
 {
-    typedef ws_cfg<BM, BN, STAGES> W;
+    typedef ws_cfg<BM, BN, STAGES, EW> W;
+    constexpr int NWG = BM / 64; /* consumer warpgroups */
     typedef cfg<BM, BN, W::NCW, 1, STAGES, true> C; /* the consumers' fragment layout (epilogue) */
     constexpr bool PROMO = std::is_same<T, __nv_fp8_e4m3>::value;
     static_assert(sizeof(T) == 2 || PROMO, "ws tiles: bf16 / f16 or e4m3");
     static_assert(QS == QS_EPILOGUE || (QS == QS_KTILE && PROMO), "ws tiles: epilogue or k-tile scales");
     extern __shared__ __align__(128) unsigned char smem[];
-    /* full[s], empty[s] of the stage ring; tfull[2], tempty[2] of the tile ring */
-    __shared__ __align__(8) uint64_t bars[2 * STAGES + 4];
-    __shared__ int tiles[2];
-    const uint32_t sbase = ((uint32_t)__cvta_generic_to_shared(smem) + 1023) & ~1023u;
+    /* full[s], empty[s] of the stage ring; tfull[2], tempty[2] of the tile ring;
+     * EW: efull[c], eempty[c] of consumer warpgroup c's sums and etile[c], their tile */
+    __shared__ __align__(8) uint64_t bars[2 * STAGES + 4 + 2 * NWG];
+    __shared__ int tiles[2], etile[NWG];
+    const uint32_t s0 = (uint32_t)__cvta_generic_to_shared(smem), sbase = (s0 + 1023) & ~1023u;
     const uint32_t full0 = (uint32_t)__cvta_generic_to_shared(bars), empty0 = full0 + 8 * STAGES;
-    const uint32_t tfull0 = empty0 + 8 * STAGES, tempty0 = tfull0 + 16;
+    const uint32_t tfull0 = empty0 + 8 * STAGES, tempty0 = tfull0 + 16, efull0 = tempty0 + 16, eempty0 = efull0 + 8 * NWG;
+    /* EW: [NWG][NF][128] float4, a thread's n8 fragments, 128 threads a row */
+    float4 *const ebuf = (float4 *)(smem + (sbase - s0) + STAGES * W::STAGE_BYTES);
+    static_assert(!EW || NWG * C::NF * 128 * 16 == W::EBYTES, "the sums' buffer: every consumer thread's fragments");
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 128 + (p.b_tma ? 1 : 0)), mbar_init(empty0 + 8 * s, W::NCW);
         for (int s = 0; s < 2; s++) mbar_init(tfull0 + 8 * s, 1), mbar_init(tempty0 + 8 * s, W::NCW);
+        for (int c = 0; c < (EW ? NWG : 0); c++) mbar_init(efull0 + 8 * c, 128), mbar_init(eempty0 + 8 * c, 128);
         /* the barriers' init visible to the TMA unit's complete-tx */
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -103,7 +134,32 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
     constexpr int EPC = 16 / (int)sizeof(T), KTILE = 8 * EPC;
     const int K = p.K, KT = (K + KTILE - 1) / KTILE;
 
-    if (warp >= W::NCW) { /* producer warpgroup */
+    if (EW && warp >= W::NCW + 4) { /* the epilogue warpgroup: warp ew takes consumer warp 4 c + ew's rows */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS>::epilogue));
+        const int et = tid - (W::NCW + 4) * 32, ew = et >> 5;
+        for (int tn = 0;; tn++) {
+            int c = 0;
+#pragma unroll 1
+            for (; c < NWG; c++) {
+                mbar_wait(efull0 + 8 * c, tn & 1);
+                const int t = *(volatile int *)&etile[c];
+                if (t < 0) break; /* the consumers are done */
+                float acc[1][C::NF][4];
+                const float4 *eb = ebuf + c * C::NF * 128 + et;
+#pragma unroll
+                for (int q = 0; q < C::NF; q++) {
+                    const float4 v = eb[q * 128];
+                    acc[0][q][0] = v.x, acc[0][q][1] = v.y, acc[0][q][2] = v.z, acc[0][q][3] = v.w;
+                }
+                mbar_arrive(eempty0 + 8 * c); /* read: the consumers may write the next tile's */
+                int blk, nt;
+                tile_of(t, blk, nt);
+                epilogue<T, C, EPI, QS>(p, acc, blk * BM, nt, p.block_expert[blk], 4 * c + ew, 0, lane);
+            }
+            if (c < NWG) break;
+        }
+    } else if (warp >= W::NCW) { /* producer warpgroup */
+        if constexpr (EW) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS>::producer));
         const int pt = tid - W::NCW * 32, ck = pt & 7, r8 = pt >> 3; /* chunk ck of rows r8 + 16 i */
         const bool tma = p.b_tma != 0;
         if (tma && pt == 0) asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&wmap) : "memory");
@@ -167,7 +223,17 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
         /* no wait here: every copy issued belongs to a stage the consumers
          * wait on (full) before the CTA can finish */
     } else { /* consumer warpgroups: warp cw owns tile rows 16 cw .. 16 cw + 15 */
-        const int cw = warp;
+        if constexpr (EW) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS>::consumer));
+        const int cw = warp, wg = cw / 4, wt = tid & 127;
+        /* EW: this warpgroup's sums (or -1: no more tiles) to the epilogue warpgroup, once it has read the last */
+        auto hand_over = [&](int tn, int t, const float (&acc)[1][C::NF][4]) {
+            mbar_wait(eempty0 + 8 * wg, (tn & 1) ^ 1);
+            float4 *eb = ebuf + wg * C::NF * 128 + wt;
+#pragma unroll
+            for (int q = 0; q < C::NF; q++) eb[q * 128] = make_float4(acc[0][q][0], acc[0][q][1], acc[0][q][2], acc[0][q][3]);
+            if (wt == 0) etile[wg] = t;
+            mbar_arrive(efull0 + 8 * wg);
+        };
         int it = 0;
         for (int tn = 0;; tn++) {
             const int slot = tn & 1;
@@ -175,7 +241,13 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
             const int t = *(volatile int *)&tiles[slot];
             __syncwarp();
             if (lane == 0) mbar_arrive(tempty0 + 8 * slot);
-            if (t >= total) break;
+            if (t >= total) {
+                if constexpr (EW) {
+                    const float none[1][C::NF][4] = {};
+                    hand_over(tn, -1, none);
+                }
+                break;
+            }
             int blk, nt;
             tile_of(t, blk, nt);
             const int e = p.block_expert[blk], row0 = blk * BM;
@@ -230,21 +302,22 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES>::NT, 1)
                     if (KT > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
                 }
             }
-            epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, cw, 0, lane);
+            if constexpr (EW) hand_over(tn, t, acc);
+            else epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, cw, 0, lane);
         }
     }
 }
 
-template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0> cudaError_t gemm_ws_prepare()
+template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0, bool EW = false> cudaError_t gemm_ws_prepare()
 {
-    return cudaFuncSetAttribute(gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                ws_cfg<BM, BN, STAGES>::SMEM);
+    return cudaFuncSetAttribute(gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS, EW>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, ws_cfg<BM, BN, STAGES, EW>::SMEM);
 }
 
 /* one CTA an SM (at most the tile count's upper bound); pdl: launched as
  * a programmatic dependent of the kernel before it; p.b_tma: the weight
  * map is encoded here (host only, no device work: graph-capturable) */
-template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0>
+template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0, bool EW = false>
 cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s, bool pdl)
 {
     if (!p.tile_next) return cudaErrorInvalidValue; /* the tile counter is the schedule */
@@ -260,15 +333,15 @@ cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cud
     q.max_blocks = max_blocks, q.n_tiles = (n_cols + per_tile - 1) / per_tile, q.group = 8;
     const int64_t tiles = (int64_t)max_blocks * q.n_tiles;
     cudaLaunchConfig_t lc = {};
-    lc.gridDim = dim3((unsigned)(tiles < sms ? tiles : sms)), lc.blockDim = dim3(ws_cfg<BM, BN, STAGES>::NT);
-    lc.dynamicSmemBytes = ws_cfg<BM, BN, STAGES>::SMEM, lc.stream = s;
+    lc.gridDim = dim3((unsigned)(tiles < sms ? tiles : sms)), lc.blockDim = dim3(ws_cfg<BM, BN, STAGES, EW>::NT);
+    lc.dynamicSmemBytes = ws_cfg<BM, BN, STAGES, EW>::SMEM, lc.stream = s;
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
     CUtensorMap wmap;
     const cudaError_t ce = launch_map<T, BN, EPI>(q, &wmap);
     if (ce != cudaSuccess) return ce;
-    return cudaLaunchKernelEx(&lc, gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS>, q, wmap);
+    return cudaLaunchKernelEx(&lc, gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS, EW>, q, wmap);
 }
 
 } // namespace fx

@@ -999,6 +999,122 @@ START_TEST(silu_fast_exhaustive)
 }
 END_TEST
 
+/* The gated epilogue's second pass (fast_gemm.cuh: a row holding a g that
+ * silu_fast flags, g < -80 here, is evaluated again by moe_siluf and stored
+ * over the first), on every tile family of bf16 and the three fp8 schemes,
+ * against h from exact sums. x and w1 are integers in [-3, 3], each 128-wide
+ * k group with one 448 column (its partner 0 on the other side), so the
+ * 8-bit schemes' scales are exactly 1 and their codes the integers; every
+ * partial sum of a 128-k tile is an integer under 2^14 in magnitude, exact in
+ * any order on f32 or on the e4m3 wgmma's accumulator. So h must be
+ * bf16(moe_siluf(bf16(g)) * bf16(u)) bit for bit at every slot and column;
+ * about a fifth of the g fall below -80, and the test asserts rows that hold
+ * both kinds. The 4-bit schemes' weights are not integers here: not run. */
+static void int_operand(moe_tensor *t, int w_side, uint64_t seed, uint64_t stream)
+{
+    const int64_t K = t->shape[t->ndim - 1];
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    for (int64_t i = 0; i < n; i++) {
+        const int k = (int)(i % K) % 128;
+        const float v = k == (w_side ? 1 : 0) ? 448.0f : k < 2 ? 0.0f : (float)((int)(moe_rng_uniform(seed, stream, (uint64_t)i) * 7.0f) - 3);
+        if (t->dtype == MOE_F32) ((float *)t->data)[i] = v;
+        else ((uint16_t *)t->data)[i] = moe_f32_to_bf16(v, MOE_POLICY_IEEE_RNE, NULL);
+    }
+}
+
+static float int_at(const moe_tensor *t, int64_t i)
+{
+    return t->dtype == MOE_F32 ? ((const float *)t->data)[i] : moe_bf16_to_f32(((const uint16_t *)t->data)[i]);
+}
+
+START_TEST(silu_flagged_rows_exact)
+{
+    static const moe_scheme schemes[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHEME_FP8_WTENSOR_ATENSOR,
+                                         MOE_SCHEME_FP8_WBLOCK128_AGROUP128};
+    /* M = 1: the slot layout; 40: 16-row decode tiles; 200: 64-row tiles; 600 over 4 experts: 128-row persistent */
+    static const fcase cases[] = {{1, 8, 2, 512, 256, MOE_ACT_SILU, 16},
+                                  {40, 8, 2, 512, 256, MOE_ACT_SILU, 16},
+                                  {200, 8, 2, 512, 256, MOE_ACT_SILU, 64},
+                                  {600, 4, 2, 512, 256, MOE_ACT_SILU, 128}};
+    for (size_t si = 0; si < sizeof schemes / sizeof schemes[0]; si++)
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            const moe_scheme sc = schemes[si];
+            const fcase *c = &cases[ci];
+            const int bf = sc == MOE_SCHEME_BF16, I = c->I, H = c->H;
+            fprob fb;
+            q8prob f8;
+            moe_fused_inputs in;
+            const moe_cuda_fx_problem *pp;
+            moe_tensor w1f; /* the integer weights the sums use */
+            if (bf) {
+                fprob_make_sc(c, sc, 950 + ci, 0, &fb);
+                int_operand(&fb.x, 0, 950 + ci, 11), int_operand(&fb.w1, 1, 950 + ci, 12);
+                in = (moe_fused_inputs){&fb.x, &fb.ids, &fb.w, &fb.w1, NULL, &fb.w2, NULL}, pp = &fb.p, w1f = fb.w1;
+            } else {
+                q8prob_make(c, sc, 950 + ci, 0, &f8);
+                int_operand(&f8.x, 0, 950 + ci, 11);
+                int64_t sh[3] = {c->E, 2 * I, H};
+                w1f = gpu_hnew_sh(MOE_F32, 3, sh);
+                int_operand(&w1f, 1, 950 + ci, 12);
+                ck_assert_msg(moe_ref_quantize(&f8.wsp, &w1f, NULL, &f8.w1q, &f8.w1s, NULL) == MOE_OK, "%s", moe_last_error());
+                const float *s1 = (const float *)f8.w1s.data;
+                for (int64_t i = 0; i < (int64_t)f8.w1s.nbytes / 4; i++) ck_assert_msg(s1[i] == 1.0f, "w1 scale %g", s1[i]);
+                in = (moe_fused_inputs){&f8.x, &f8.ids, &f8.w, &f8.w1q, &f8.w1s, &f8.w2q, &f8.w2s}, pp = &f8.p;
+            }
+            moe_cuda_fx_plan plan;
+            ck_assert_int_eq(moe_cuda_fx_plan_make(pp, &plan), MOE_OK);
+            ck_assert_int_eq(plan.bm1, want_bm(c, &plan));
+            moe_fused_trace_store ts;
+            moe_fused_model m;
+            char desc[160];
+            /* the e4m3 128-row tiles with the epilogue warpgroup on both GEMMs (the plan takes it from 32 k
+             * tiles for per tensor / per channel; these K are shorter) */
+            const char *ev = getenv("MOE_FX_EWG");
+            char *keep = ev ? strdup(ev) : NULL;
+            const int ew = !bf && c->expect_bm == 128;
+            if (ew) setenv("MOE_FX_EWG", "3", 1);
+            const moe_status st = moe_cuda_fx_run_traced(pp, &in, &ts, &m, desc, sizeof desc);
+            if (keep) setenv("MOE_FX_EWG", keep, 1), free(keep);
+            else unsetenv("MOE_FX_EWG");
+            ck_assert_msg(st == MOE_OK, "%s", moe_last_error());
+            ck_assert(!ew || strstr(desc, ", epilogue warpgroup"));
+            const moe_tensor *x = in.x, *hd = ts.tr.h;
+            const int32_t *ids = (const int32_t *)in.topk_ids->data;
+            int64_t n = 0, flagged = 0, mixed = 0, differ = 0;
+            for (int s = 0; s < c->M * c->k; s++) {
+                const int t = s / c->k, e = ids[s], r = ts.tr.row_of_slot[s];
+                int fl = 0;
+                for (int j = 0; j < I; j++) {
+                    double g = 0, u = 0; /* integers under 2^20: exact */
+                    for (int k = 0; k < H; k++) {
+                        const double xv = int_at(x, (int64_t)t * H + k);
+                        g += xv * int_at(&w1f, ((int64_t)e * 2 * I + j) * H + k);
+                        u += xv * int_at(&w1f, ((int64_t)e * 2 * I + I + j) * H + k);
+                    }
+                    const float gb = moe_bf16_to_f32(moe_f32_to_bf16((float)g, MOE_POLICY_IEEE_RNE, NULL)),
+                                ub = moe_bf16_to_f32(moe_f32_to_bf16((float)u, MOE_POLICY_IEEE_RNE, NULL));
+                    const uint16_t want = moe_f32_to_bf16(moe_siluf(gb) * ub, MOE_POLICY_IEEE_RNE, NULL),
+                                   got = ((const uint16_t *)hd->data)[(int64_t)r * I + j];
+                    fl += gb < -80.0f, n++;
+                    if (got != want && differ++ == 0)
+                        fprintf(stderr, "slot %d col %d: g %g u %g: h 0x%04x, want 0x%04x\n", s, j, gb, ub, got, want);
+                }
+                flagged += fl, mixed += fl > 0 && fl < I;
+            }
+            printf("silu flagged rows %s M %d (%s): %lld h values, %lld with g < -80, %lld of %d rows mixed, %lld differ\n",
+                   moe_scheme_name(sc), c->M, desc, (long long)n, (long long)flagged, (long long)mixed, c->M * c->k,
+                   (long long)differ);
+            ck_assert_msg(differ == 0, "%s M %d: %lld of %lld h values differ from moe_siluf on exact sums",
+                          moe_scheme_name(sc), c->M, (long long)differ, (long long)n);
+            ck_assert_msg(flagged > 0 && mixed > 0, "%s M %d: no row mixes flagged and unflagged g", moe_scheme_name(sc), c->M);
+            moe_fused_trace_store_free(&ts);
+            if (bf) fprob_free(&fb);
+            else moe_tensor_free(&w1f), q8prob_free(&f8);
+        }
+}
+END_TEST
+
 /* ---- the judge's tensor-core model, instruction by instruction ------------------ */
 
 /* D = C + A B for one m16n8k16 bf16 or m16n8k32 e4m3 mma.sync through
@@ -1200,8 +1316,13 @@ END_TEST
  * entries is reused), pad rows in most row blocks, and both activations;
  * the third (not the block scheme: its 128-groups) has partial tiles at
  * every edge the TMA unit zero-fills: H 1200 and I 656 end inside a k tile
- * of both GEMMs and inside an N tile of both. The atomic variant's sums
- * have no fixed order; the fused tests above check it against the host. */
+ * of both GEMMs and inside an N tile of both. The e4m3 128-row cases run
+ * three persistent forms: the epilogue in a warpgroup of its own on both
+ * GEMMs (plan.epi_wg; the plan's choice on these K for the block scheme
+ * only; 5 stages: GEMM2 of the third case has 6 k tiles, so its ring wraps
+ * mid-tile) with either producer, and without it. The
+ * atomic variant's sums have no fixed order; the fused tests above check
+ * it against the host. */
 static const moe_scheme WS_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHEME_FP8_WTENSOR_ATENSOR,
                                         MOE_SCHEME_FP8_WBLOCK128_AGROUP128};
 
@@ -1229,6 +1350,7 @@ START_TEST(persistent_matches_one_cta)
                            {200, 16, 4, 1280, blk ? 1024 : 1040, MOE_ACT_SILU, 64}};
     const fcase small = {4000, 4, 2, 512, 512, MOE_ACT_SILU, 128};
     const size_t nc = gpu_small() ? 1 : 4;
+    int ewg = 0;
     for (size_t ci = 0; ci < nc; ci++) {
         const fcase *c = gpu_small() ? &small : &cases[ci]; /* no host forward */
         if (blk && c->I % 128) continue; /* the block scheme: whole 128-groups */
@@ -1239,7 +1361,7 @@ START_TEST(persistent_matches_one_cta)
          * weights on both */
         const int want = env ? strcmp(env, "0") != 0 : c->expect_bm == 128 || sc == MOE_SCHEME_BF16;
         const int want_tma = !(tenv && !strcmp(tenv, "0"));
-        uint16_t *o_tma, *o_cp, *o_one;
+        uint16_t *o_tma, *o_cp, *o_one, *o_ew0 = NULL;
         moe_cuda_fx_plan plan;
         if (sc == MOE_SCHEME_BF16) {
             fprob f;
@@ -1264,19 +1386,33 @@ START_TEST(persistent_matches_one_cta)
             ck_assert_int_eq(f.plan.persistent, want);
             ck_assert_int_eq(f.plan.tma, want_tma);
             ck_assert(c->expect_bm != 64 || f.plan.wg64); /* the 64-row wgmma tile, the one with a persistent form */
-            f.plan.persistent = 1, f.plan.tma = 1, o_tma = q8_run(&f);
+            /* the 128-row tiles' epilogue warpgroup (MOE_FX_EWG=0: off in the plan) with both producers, and
+             * the form without it */
+            const char *ew = getenv("MOE_FX_EWG");
+            /* these K (1200-1280, 640-656) are under 32 k tiles: only the block scheme's plan has it */
+            const int want_ew = ew ? atoi(ew) & 3 : sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128 ? 3 : 0;
+            ck_assert_int_eq(f.plan.epi_wg, f.plan.persistent && c->expect_bm == 128 ? want_ew : 0);
+            f.plan.persistent = 1, f.plan.tma = 1, f.plan.epi_wg = c->expect_bm == 128 ? 3 : 0, o_tma = q8_run(&f);
             f.plan.tma = 0, o_cp = q8_run(&f);
+            if (c->expect_bm == 128) {
+                f.plan.epi_wg = 0, f.plan.tma = 1, o_ew0 = q8_run(&f);
+                ewg++;
+            }
             f.plan.persistent = 0, plan = f.plan;
             o_one = q8_run(&f);
             q8prob_free(&f);
         }
         same_bits(moe_scheme_name(sc), "persistent (TMA weights)", o_tma, o_one, n);
         same_bits(moe_scheme_name(sc), "persistent (cp.async weights)", o_cp, o_one, n);
-        printf("persistent %s: M %d H %d I %d, plan bm %d bn %d/%d, %zu outputs of both forms bit-identical to one CTA "
+        if (o_ew0) same_bits(moe_scheme_name(sc), "persistent without the epilogue warpgroup", o_ew0, o_one, n);
+        printf("persistent %s: M %d H %d I %d, plan bm %d bn %d/%d, %zu outputs of %s forms bit-identical to one CTA "
                "a tile\n",
-               moe_scheme_name(sc), c->M, c->H, c->I, plan.bm1, plan.bn1, plan.bn2, n);
+               moe_scheme_name(sc), c->M, c->H, c->I, plan.bm1, plan.bn1, plan.bn2, n,
+               o_ew0 ? "the three (epilogue warpgroup with TMA / cp.async weights, without it)" : "both");
         free(o_one);
     }
+    /* the e4m3 schemes' 128-row cases ran the epilogue warpgroup (the small mode's one case too) */
+    ck_assert(sc == MOE_SCHEME_BF16 || ewg > 0);
 }
 END_TEST
 
@@ -1800,9 +1936,10 @@ static void add_tests(Suite *s)
     tcase_add_loop_test(tq, quant_special_rows, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=encode: the activation quantization's hardware e4m3 encoding, all 2^32 f32, and its fast element
      * step, every bf16 pair (seconds) */
-    TCase *te = gpu_tcase(s, "encode", 120);
+    TCase *te = gpu_tcase(s, "encode", 300);
     tcase_add_test(te, e4m3_encode_exhaustive);
     tcase_add_test(te, silu_fast_exhaustive);
+    tcase_add_test(te, silu_flagged_rows_exact);
     tcase_add_loop_test(te, qstep_exhaustive, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward, seconds) */
     TCase *tl = gpu_tcase(s, "slot", 300);
