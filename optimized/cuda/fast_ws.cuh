@@ -33,8 +33,10 @@
  * (384 threads, one CTA an SM); the consumers fit in them (ptxas: bf16
  * 156-160 registers, no spills; e4m3 168, the block-scale GEMM1 spilling
  * 36 bytes). setmaxnreg 40 / 232 made ptxas spill 180-570 bytes a thread
- * instead, so it is not used. The epilogue is gemm_kernel's
- * (fx::epilogue): same rounding points, same results bit for bit.
+ * instead, so this form does not use it (in the EW form below a producer
+ * of 64 registers spilled and one of 72 did not: 40 was likely the spill).
+ * The epilogue is gemm_kernel's (fx::epilogue): same rounding points, same
+ * results bit for bit.
  *
  * The weight tiles by TMA (p.b_tma, NOTES.md v19): the B rows of a tile
  * are one box of a tensor map over the expert's weights, so one producer
