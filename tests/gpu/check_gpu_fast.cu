@@ -213,6 +213,22 @@ static int want_bm(const fcase *c, const moe_cuda_fx_plan *plan)
     return c->expect_bm == 32 && !plan->swapped ? 16 : c->expect_bm;
 }
 
+/* A plan switch set for one plan_make (value NULL: left as it is); env_put
+ * returns the previous value for env_back to restore (the caller's own
+ * MOE_FX_* settings survive the test) */
+static char *env_put(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    char *keep = v ? strdup(v) : NULL;
+    if (value) setenv(name, value, 1);
+    return keep;
+}
+static void env_back(const char *name, char *keep)
+{
+    if (keep) setenv(name, keep, 1), free(keep);
+    else unsetenv(name);
+}
+
 static void fprob_make_sc(const fcase *c, moe_scheme sc, uint64_t seed, int atomic, fprob *f)
 {
     memset(f, 0, sizeof *f);
@@ -1070,13 +1086,10 @@ START_TEST(silu_flagged_rows_exact)
             char desc[160];
             /* the e4m3 128-row tiles with the epilogue warpgroup on both GEMMs (the plan takes it from 32 k
              * tiles for per tensor / per channel; these K are shorter) */
-            const char *ev = getenv("MOE_FX_EWG");
-            char *keep = ev ? strdup(ev) : NULL;
             const int ew = !bf && c->expect_bm == 128;
-            if (ew) setenv("MOE_FX_EWG", "3", 1);
+            char *keep = env_put("MOE_FX_EWG", ew ? "3" : NULL);
             const moe_status st = moe_cuda_fx_run_traced(pp, &in, &ts, &m, desc, sizeof desc);
-            if (keep) setenv("MOE_FX_EWG", keep, 1), free(keep);
-            else unsetenv("MOE_FX_EWG");
+            env_back("MOE_FX_EWG", keep);
             ck_assert_msg(st == MOE_OK, "%s", moe_last_error());
             ck_assert(!ew || strstr(desc, ", epilogue warpgroup"));
             const moe_tensor *x = in.x, *hd = ts.tr.h;
@@ -1366,12 +1379,9 @@ START_TEST(persistent_matches_one_cta)
         if (sc == MOE_SCHEME_BF16) {
             fprob f;
             /* bf16 takes the 64-row wgmma tile from H 4096 on (plan.wg64); this H is smaller, to keep the case small */
-            const char *wg = getenv("MOE_FX_WG64");
-            char *keep = wg ? strdup(wg) : NULL;
-            if (c->expect_bm == 64) setenv("MOE_FX_WG64", "1", 1);
+            char *keep = env_put("MOE_FX_WG64", c->expect_bm == 64 ? "1" : NULL);
             fprob_make(c, 700 + ci, 0, &f);
-            if (keep) setenv("MOE_FX_WG64", keep, 1), free(keep);
-            else unsetenv("MOE_FX_WG64");
+            env_back("MOE_FX_WG64", keep);
             ck_assert_int_eq(f.plan.persistent, want);
             ck_assert_int_eq(f.plan.tma, want_tma);
             ck_assert(c->expect_bm != 64 || f.plan.wg64); /* the 64-row wgmma tile, the one with a persistent form */
