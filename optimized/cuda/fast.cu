@@ -209,7 +209,7 @@ __device__ __forceinline__ void bf16x8_f32(const uint4 &v, float *f)
     for (int i = 0; i < 4; i++) f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
 }
 
-/* threads a row: a warp per 128-group, or two 16-byte chunks a thread,
+/* threads a row (ROW / TENSOR): two 16-byte chunks a thread,
  * 128 to 1024: long rows of few-row decode grids need the warps to hide
  * the element encoding's latency (256 threads: 28 us for Mixtral-8x7B's
  * h at M = 16), thousands of short rows (DeepSeek-V3, I 2048) need many
@@ -218,14 +218,30 @@ __device__ __forceinline__ void bf16x8_f32(const uint4 &v, float *f)
  * Mixtral-8x7B M = 256's 512 rows of 14 336), with four held in registers,
  * measured 0.4% slower over the 8-bit decode grid (M = 1 1-5%; NOTES.md v23) */
 constexpr int QUANT_THREADS = 1024;
+/* GROUP: a warp a group, at most this many a CTA, the row's groups spread
+ * over CTAs (grid.y): with one CTA a row of up to 32 warps, each warp
+ * walked its groups one after another, a statistics-and-codes chain each
+ * (Mixtral-8x7B M = 16 block fp8: h's 32 rows of 112 groups took 9 us, x's
+ * 16 rows of 32 groups 4.5 us; ncu, NOTES.md v26) */
+constexpr int QUANT_GROUP_WARPS = 8;
 constexpr int QUANT_HOLD = 2; /* 16-byte chunks a thread kept in registers: the whole row at every thread count quant_threads picks for up to 16 384 columns */
 unsigned quant_threads(const moe_quant_spec &s, int cols, int64_t rows)
 {
     /* one chunk a thread where the grid has fewer rows than two CTAs an SM
      * (x at decode sizes: a CTA's chain of elements is the kernel's time) */
     const int per = rows < 2 * 132 ? 8 : 16;
-    const int t = s.gran == MOE_GRAN_GROUP ? cols / s.group_k * 32 : (cols / per + 31) / 32 * 32;
+    const int ng = s.gran == MOE_GRAN_GROUP ? cols / s.group_k : 0;
+    const int t = ng ? (ng < QUANT_GROUP_WARPS ? ng : QUANT_GROUP_WARPS) * 32 : (cols / per + 31) / 32 * 32;
     return (unsigned)(t < 128 ? 128 : t > QUANT_THREADS ? QUANT_THREADS : t);
+}
+
+/* the grid: a CTA a row, and for GROUP as many CTAs a row as its groups
+ * need at one group a warp (the groups' statistics and codes are
+ * independent: the same bits on any split) */
+dim3 quant_grid(const moe_quant_spec &s, int cols, int64_t rows, unsigned threads)
+{
+    const int ng = s.gran == MOE_GRAN_GROUP ? cols / s.group_k : 1, nw = (int)threads / 32;
+    return dim3((unsigned)rows, s.gran == MOE_GRAN_GROUP ? (unsigned)((ng + nw - 1) / nw) : 1u);
 }
 
 /* the code of a value after the reference's step (moe_qc_step): e4m3 in
@@ -303,10 +319,10 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     /* trigger (x): the align after it may start now (once every CTA of
      * this grid has): it does not read x and waits for this grid before it
      * ends. Not at M = 1 (no align; GEMM1 starting early measured 4-7%
-     * slower on Qwen3-30B-A3B's 8-bit forwards), not for h (letting GEMM2
-     * start then, which streams its first weight tiles before it waits,
-     * measured 1.5-4.5% slower at Mixtral-8x7B M = 64 / 256 8-bit and gained
-     * under 1% elsewhere; NOTES.md v22) */
+     * slower on Qwen3-30B-A3B's 8-bit forwards); h where plan.h_trigger
+     * (GEMM2 streams its first weight tiles before it waits: slower where
+     * h has many rows an expert, Mixtral-8x7B M = 64 / 256, faster where it
+     * has few; NOTES.md v22, v26) */
     if (trigger) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int64_t r = row_of_slot ? row_of_slot[blockIdx.x] : (int64_t)blockIdx.x;
     if (r < 0) return; /* a slot of no expert (align_kernel) */
@@ -317,7 +333,7 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     fx::qstep qs;
     if constexpr (GR == MOE_GRAN_GROUP) { /* cols % group_k == 0, group_k a multiple of 32 */
         const int G = spec.group_k, ng = cols / G;
-        for (int gi = w; gi < ng; gi += nw) {
+        for (int gi = blockIdx.y * nw + w; gi < ng; gi += gridDim.y * nw) {
             float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF, f[4];
             int nan = 0;
             if (G == 128) { /* 4 adjacent elements a lane, one 8-byte load */
@@ -438,17 +454,17 @@ cudaStream_t S(void *s) { return (cudaStream_t)s; }
 /* a launch, as a programmatic dependent of the previous kernel when pdl
  * (the kernel waits with griddepcontrol.wait before reading its inputs) */
 template <class... KA, class... A>
-cudaError_t launch_sm(void (*k)(KA...), unsigned grid, unsigned block, size_t smem, cudaStream_t s, bool pdl, A... args)
+cudaError_t launch_sm(void (*k)(KA...), dim3 grid, unsigned block, size_t smem, cudaStream_t s, bool pdl, A... args)
 {
     cudaLaunchConfig_t lc = {};
-    lc.gridDim = dim3(grid), lc.blockDim = dim3(block), lc.stream = s, lc.dynamicSmemBytes = smem;
+    lc.gridDim = grid, lc.blockDim = dim3(block), lc.stream = s, lc.dynamicSmemBytes = smem;
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&lc, k, static_cast<KA>(args)...);
 }
 template <class... KA, class... A>
-cudaError_t launch_ex(void (*k)(KA...), unsigned grid, unsigned block, cudaStream_t s, bool pdl, A... args)
+cudaError_t launch_ex(void (*k)(KA...), dim3 grid, unsigned block, cudaStream_t s, bool pdl, A... args)
 {
     return launch_sm(k, grid, block, 0, s, pdl, args...);
 }
@@ -456,10 +472,12 @@ cudaError_t launch_ex(void (*k)(KA...), unsigned grid, unsigned block, cudaStrea
 /* quant_rows_kernel's instantiation for the scheme's activation spec
  * (granularity ROW, TENSOR or GROUP; e4m3 or int8 codes) */
 template <class... A>
-cudaError_t quant_rows(const moe_quant_spec &sp, unsigned grid, unsigned block, cudaStream_t s, bool pdl, A... args)
+cudaError_t quant_rows(const moe_quant_spec &sp, int cols, int64_t rows, cudaStream_t s, bool pdl, A... args)
 {
     const bool e4 = sp.elem == MOE_E4M3;
     if (!e4 && sp.elem != MOE_I8) return cudaErrorInvalidValue;
+    const unsigned block = quant_threads(sp, cols, rows);
+    const dim3 grid = quant_grid(sp, cols, rows, block);
     switch (sp.gran) {
     case MOE_GRAN_ROW:
         return e4 ? launch_ex(quant_rows_kernel<MOE_GRAN_ROW, true>, grid, block, s, pdl, args...)
@@ -874,14 +892,19 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     /* bf16's 128-row tiles where experts average over 56 slots: with 64-row blocks about half the experts
      * take a second block (NOTES.md v23, same-binary A/B, two rounds: Mixtral-8x7B M = 256 10.5% faster,
      * DeepSeek-V3 / gpt-oss-120b M = 2048 17 / 8%; at 48 slots (Mixtral M = 192) 5% slower, at Qwen3-30B-A3B
-     * M = 1024 (I 768: GEMM2 has 12 k tiles) 9% slower, and the e4m3 128-row tile slower than the 64-row one
-     * at every such point, 1-24%). MOE_FX_BM128=0 / 1: never / from 33 slots an expert, bf16 and fp8 */
+     * M = 1024 (I 768: GEMM2 has 12 k tiles) 9% slower). The e4m3 128-row tile was slower than the 64-row one
+     * at every such point (1-24%) until its epilogue moved into a warpgroup of its own (v25); with it, where
+     * both GEMMs take that form (K of 32 k tiles or more), Mixtral-8x7B M = 256 per tensor / per channel 5-6%
+     * and block 4% faster (NOTES.md v26, same binary, two rounds; without the epilogue warpgroup 1-4% slower).
+     * MOE_FX_BM128=0 / 1: never / from 33 slots an expert, bf16 and fp8 */
+    const int minhi = p->H < p->I ? p->H : p->I;
+    const int bm128 = avg > 56 && (kind == KIND_BF16 ? minhi >= 2048 : (kind == KIND_FP8 || kind == KIND_FP8_BLOCK) && minhi >= 4096);
     /* bf16's 64-row tiles on wgmma where the k chains are long (NOTES.md v18, two same-binary rounds:
      * Mixtral-8x7B M = 256 4-12% faster, DeepSeek-V3 M = 1024 0.7-6%; gpt-oss-120b M = 1024, H 2880, 6-7% slower) */
     const int wg64 = kind == KIND_FP8 || kind == KIND_FP8_BLOCK || (kind == KIND_BF16 && env_flag("MOE_FX_WG64", p->H >= 4096));
     if (avg <= 16)
         c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
-    else if (avg > 32 && env_flag("MOE_FX_BM128", kind == KIND_BF16 && avg > 56 && (p->H < p->I ? p->H : p->I) >= 2048) &&
+    else if (avg > 32 && env_flag("MOE_FX_BM128", bm128) &&
              (kind == KIND_BF16 || kind == KIND_FP8 || kind == KIND_FP8_BLOCK))
         c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
     else if (avg <= 64 && wg64) c1 = c2 = CFG_64x128W;
@@ -939,6 +962,11 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * in one wave of two per SM (NOTES.md, v7): with more waves its waiting
      * CTAs would hold slots GEMM1 still needs */
     plan->trigger_early = avg <= 16 && touched * ((p->I + plan->bn1 - 1) / plan->bn1) <= 2 * 132;
+    /* h's quantization lets GEMM2 start where experts average at most 4 slots: its rows are few, GEMM2's first
+     * weight tiles stream under it (NOTES.md v26, same binary, two rounds, the four 8-bit schemes: M = 1
+     * 1.5-4.5% faster at most points, M = 16 0.2-1.8%; M = 64 at 2-4 slots within 1%; Mixtral-8x7B M = 64, 16
+     * slots, 0.7-2.8% slower, as in v22). MOE_FX_HTRIG=0 / 1: never / always */
+    plan->h_trigger = env_flag("MOE_FX_HTRIG", avg <= 4);
     const int bm = plan->bm1;
     plan->max_blocks = (int)((slots + bm - 1) / bm + touched); /* sum of ceil(c_e / bm) over touched experts */
     /* one token: the align kernel and the GEMMs' dependent layout reads
@@ -1033,7 +1061,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx amax_kernel (x)");
     }
     if (q8) { /* x, before the align (which does not read it) */
-        ce = quant_rows(as, (unsigned)p->M, quant_threads(as, p->H, p->M), S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
+        ce = quant_rows(as, p->H, p->M, S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
                        (const int32_t *)NULL, as, (const float *)w.amax, w.xq, w.sx, plan->slot_layout ? 0 : 1);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
     }
@@ -1067,8 +1095,9 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
     if (q8) { /* h: the slots' rows (the slot layout's row_of_slot is GEMM1's) */
         const int64_t P = (int64_t)M * p->topk;
-        ce = quant_rows(as, (unsigned)P, quant_threads(as, I, P), s, true, (const __nv_bfloat16 *)w.h, I,
-                       (const int32_t *)w.L.row_of_slot, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq, w.sh, 0);
+        ce = quant_rows(as, I, P, s, true, (const __nv_bfloat16 *)w.h, I,
+                       (const int32_t *)w.L.row_of_slot, as, (const float *)(w.amax ? w.amax + 1 : NULL), w.hq, w.sh,
+                       plan->h_trigger);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");
     }
     fx::gemm_params g2 = g1;

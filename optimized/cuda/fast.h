@@ -87,11 +87,16 @@ typedef struct {
 
 typedef struct {
     int bm1, bn1, bm2, bn2; /* tile heights / widths of GEMM1 (bn1: output columns of h) and GEMM2; 128-row tiles
-                             * from 65 slots an expert, and for bf16 from 57 where H and I >= 2048 (NOTES.md v23;
-                             * MOE_FX_BM128=0 / 1 in the environment: never / bf16 and fp8 from 33 slots) */
+                             * from 65 slots an expert, for bf16 from 57 where H and I >= 2048 (NOTES.md v23), for
+                             * the e4m3 schemes from 57 where H and I >= 4096 (v26; MOE_FX_BM128=0 / 1 in the
+                             * environment: never / bf16 and fp8 from 33 slots) */
     int max_blocks;         /* grid rows launched (an upper bound of the padded blocks) */
     int launches;           /* kernels per forward */
     int trigger_early;      /* GEMM1 lets GEMM2's CTAs start before it ends (programmatic dependent launch) */
+    int h_trigger;          /* 8-bit schemes: h's quantization lets GEMM2's CTAs start (and stream their first
+                             * weight tiles) before it ends. plan_make sets it where experts average at most 4
+                             * slots (NOTES.md v26); MOE_FX_HTRIG=0 / 1 in the environment: never / always; a
+                             * caller may set or clear it (same results bit for bit) */
     int persistent;         /* the 128-row and the 64-row wgmma tiles run warp-specialized and persistent
                              * (fast_ws.cuh: one CTA an SM taking tiles from a counter the forward zeroes with a
                              * memset); 0: one CTA a tile (gemm_kernel, the form before; same results bit for

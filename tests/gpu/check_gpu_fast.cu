@@ -411,12 +411,15 @@ static const fcase FCASES[] = {
 /* the 8-bit schemes' cases: decode tiles, the 64-row tile (e4m3: the
  * promoted one-warpgroup wgmma tile; int8: mma.sync) and (e4m3) the
  * promoted 128 x 128 wgmma tile over 4 to 16 k tiles; H and I multiples of
- * 128 (the block scheme) */
+ * 128 (the block scheme). The last: 9 and 11 128-groups in x's and h's
+ * rows, so the group quantization's second CTA of a row (8 groups a CTA)
+ * is part idle */
 static const fcase Q8CASES[] = {
     {1, 8, 2, 256, 128, MOE_ACT_SILU, 16},          {40, 16, 4, 512, 256, MOE_ACT_SILU, 16},
     {150, 16, 4, 256, 384, MOE_ACT_SWIGLUOAI, 64},  {3, 16, 8, 2048, 768, MOE_ACT_SILU, 16},
     {600, 8, 2, 512, 256, MOE_ACT_SILU, 0},          {400, 4, 2, 2048, 512, MOE_ACT_SWIGLUOAI, 0},
     {24, 4, 2, 4096, 128, MOE_ACT_SILU, 32},         {16, 40, 8, 1024, 512, MOE_ACT_SILU, 16},
+    {64, 8, 2, 1152, 1408, MOE_ACT_SILU, 16},
 };
 
 /* The plan's other forms, one a call (each cleared form runs the same
