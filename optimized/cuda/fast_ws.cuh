@@ -71,8 +71,9 @@ template <int BM, int BN, int STAGES, bool EW = false> struct ws_cfg {
 
 /* The epilogue warpgroup (EW; NOTES.md v25). The cooperative tile's two
  * consumer warpgroups finish a tile together, so its epilogue (GEMM1's
- * gated one: 2 800 instructions a warp at about 0.25 a cycle, a third of
- * the consumers' time on Mixtral-8x7B M = 16384 fp8, v24's profile) left
+ * gated one: 2 800 instructions a warp at about 0.25 a cycle, about 30%
+ * of the consumer warps' samples on Mixtral-8x7B M = 16384 fp8 in the
+ * profile of the v24 build, run109) left
  * the tensor cores idle. With EW each consumer warpgroup writes its f32
  * sums to shared memory (64 x 128 f32, 32 KB, conflict-free float4 rows
  * of 128 threads) and goes on with its next tile's k loop; a fourth
