@@ -604,29 +604,34 @@ int shallow_cfg(int c, int k_tiles, int64_t ctas)
  * producer runs into the next tile while the consumer warpgroup is in its
  * epilogue) */
 template <int BM, int ST> struct ws_stages { static constexpr int v = BM == 128 ? ST : 8; };
+/* the epilogue warpgroup's form: 5 stages of the e4m3 128 x 128 tile, 3 of bf16's 128 x 256 (beside 64 KB of sums) */
+template <int BN> struct ew_stages { static constexpr int v = BN == 256 ? 3 : 5; };
 
 /* one instantiation of the GEMM: its shared-memory limit and its launch;
  * the 64- and 128-row wgmma tiles also have the warp-specialized persistent
  * form (fast_ws.cuh, NOTES.md v13, v20), launched when the plan says persistent
- * (form WS_ON), and the e4m3 128 x 128 one a form with the epilogue in a
- * warpgroup of its own on 5 stages (WS_EPI_WG: NOTES.md v25) */
+ * (form WS_ON), and the e4m3 128 x 128 one (NOTES.md v25) and bf16's 128 x 256
+ * GEMM1 (gated: its sums handed over rounded, v27) a form with the epilogue
+ * in a warpgroup of its own on 5 / 3 stages (WS_EPI_WG) */
 enum { WS_OFF = 0, WS_ON = 1, WS_EPI_WG = 2 };
 template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> struct tile {
     static constexpr bool WS = WG && BM >= 64;
-    static constexpr bool EW = WS && BM == 128 && std::is_same<T, __nv_fp8_e4m3>::value;
+    template <int EPI> static constexpr bool EW = WS && BM == 128 &&
+                                                  (std::is_same<T, __nv_fp8_e4m3>::value ||
+                                                   (std::is_same<T, __nv_bfloat16>::value && EPI == fx::EPI_GATED));
     template <int EPI> static cudaError_t prepare()
     {
         cudaError_t ce = fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>();
         if constexpr (WS)
             if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>();
-        if constexpr (EW)
-            if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, 5, EPI, QS, true>();
+        if constexpr (EW<EPI>)
+            if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ew_stages<BN>::v, EPI, QS, true>();
         return ce;
     }
     template <int EPI> static cudaError_t launch(const fx::gemm_params &g, int max_blocks, int n_cols, cudaStream_t s, int ws)
     {
-        if constexpr (EW)
-            if (ws == WS_EPI_WG) return fx::gemm_ws_launch<T, BM, BN, 5, EPI, QS, true>(g, max_blocks, n_cols, s, true);
+        if constexpr (EW<EPI>)
+            if (ws == WS_EPI_WG) return fx::gemm_ws_launch<T, BM, BN, ew_stages<BN>::v, EPI, QS, true>(g, max_blocks, n_cols, s, true);
         if constexpr (WS)
             if (ws != WS_OFF) return fx::gemm_ws_launch<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>(g, max_blocks, n_cols, s, true);
         return fx::gemm_launch<T, BM, BN, WM, WN, ST, EPI, WG, QS>(g, max_blocks, n_cols, s, true);
@@ -940,10 +945,18 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * block scheme 2-8% at every shape; per tensor / per channel on Qwen3-30B-A3B (k tiles 16 / 6) 15-18% and
      * gpt-oss-120b (23 / 23) 0-8% slower: a short k loop does not cover a warpgroup doing two warpgroups'
      * epilogues). Bit 0: GEMM1, bit 1: GEMM2; the block scheme both, the others where K has at least 32 k
-     * tiles. MOE_FX_EWG=<mask> in the environment: that mask instead (0: never) */
-    if (plan->persistent && plan->bm1 == 128 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK)) {
+     * tiles. bf16's 128 x 256 GEMM1 (its sums handed over rounded to bf16, 3 stages instead of 4, TMA weights;
+     * NOTES.md v27) where H has 40 to 64 k tiles (same-binary A/B, two rounds: gpt-oss-120b (45) M = 1024 /
+     * 4096 1.5-7% faster, Mixtral-8x7B (64) M = 256 / 4096 / 16384 0.6-3%, M = 1024 1-8% slower against
+     * rounds of its own 6% apart; DeepSeek-V3 (112) M = 4096 1% slower, where the epilogue is a smaller share
+     * of the tile and 3 stages cost more; Qwen3-30B-A3B (32) within -3 / +2%); GEMM2 (f32 sums of 128 KB) has
+     * no such form. MOE_FX_EWG=<mask> in the environment: that mask instead (0: never; bf16: bit 0 only) */
+    if (plan->persistent && plan->bm1 == 128 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK || kind == KIND_BF16)) {
         const char *ev = getenv("MOE_FX_EWG");
-        plan->epi_wg = ev ? atoi(ev) & 3 : kind == KIND_FP8_BLOCK ? 3 : (p->H >= 32 * 128) | (p->I >= 32 * 128) << 1;
+        plan->epi_wg = ev ? atoi(ev) & 3
+                       : kind == KIND_BF16 ? p->H >= 40 * 64 && p->H <= 64 * 64
+                       : kind == KIND_FP8_BLOCK ? 3 : (p->H >= 32 * 128) | (p->I >= 32 * 128) << 1;
+        if (kind == KIND_BF16) plan->epi_wg &= 1;
     }
     /* the weight tiles by TMA (NOTES.md v19, same-binary A/B over 4 shapes x 7 M x 5 schemes, two rounds):
      * the 128-row tiles 1-3% (8-bit) and 4-16% (bf16) faster, the 64-row tiles 0-5%; the 16 / 32-row decode
@@ -953,6 +966,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * environment: never / wherever the tile allows (side-by-side timing). */
     plan->tma = kind != KIND_W4 && kind != KIND_MX4 && fx::encode_tiled() &&
                 env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16);
+    if (kind == KIND_BF16 && !plan->tma) plan->epi_wg = 0; /* its form takes TMA weights only (fast_ws.cuh) */
     /* an expert's last row block is mostly pads where its slots barely spill into it (uniform routing on
      * 128-row blocks: 1.12-1.46x the real rows at DeepSeek-V3 / gpt-oss-120b M = 4096-16384); the warps of
      * the pad rows' slab skip their MMAs (fast_ws.cuh, fast_gemm.cuh; NOTES.md v21: same-binary 1.7%,
@@ -1088,7 +1102,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
      * next kernel start early */
     g1.pdl_trigger = plan->trigger_early;
     const int M = p->M, I = p->I, H = p->H;
-    const int ws1 = !plan->persistent ? WS_OFF : plan->epi_wg & 1 ? WS_EPI_WG : WS_ON,
+    /* bf16's form with the epilogue warpgroup takes its weights by TMA only (fast_ws.cuh) */
+    const int ws1 = !plan->persistent ? WS_OFF : plan->epi_wg & 1 && (kind != KIND_BF16 || plan->tma) ? WS_EPI_WG : WS_ON,
               ws2 = !plan->persistent ? WS_OFF : plan->epi_wg & 2 ? WS_EPI_WG : WS_ON;
     cudaStream_t s = S(stream);
     ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws1); });
@@ -1178,9 +1193,11 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
                      : plan->shallow1                ? ", GEMM1 shallow"
                      : plan->shallow2                ? ", GEMM2 shallow"
                                                      : "";
+    /* the forms the forward runs: bf16's 128 x 256 tiles have it on GEMM1 with TMA weights only */
+    const int ew = plan->epi_wg & (plan->bm2 == 128 && plan->bn2 == 256 ? (plan->tma ? 1 : 0) : 3);
     snprintf(buf, n, "%dx%d / %dx%d%s%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
              plan->persistent ? " persistent" : plan->swapped ? " swapped" : plan->wg64 ? " wgmma" : "",
-             !plan->persistent || !plan->epi_wg ? "" : plan->epi_wg == 3 ? ", epilogue warpgroup" : plan->epi_wg == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
+             !plan->persistent || !ew ? "" : ew == 3 ? ", epilogue warpgroup" : ew == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
              sh, plan->tma ? ", TMA weights" : "");
 }
 

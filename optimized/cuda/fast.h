@@ -106,8 +106,10 @@ typedef struct {
     int epi_wg;             /* bit 0 / 1: GEMM1 / GEMM2 on the e4m3 schemes' persistent 128-row tiles runs its
                              * epilogue in a warpgroup of its own (fast_ws.cuh: the consumers hand their sums over
                              * in shared memory and go on with the next tile's k loop; 5 stages instead of 6; same
-                             * results bit for bit; NOTES.md v25). plan_make sets both for the block scheme, and
-                             * for per tensor / per channel each GEMM whose K has 32 k tiles or more (its
+                             * results bit for bit; NOTES.md v25); bit 0 also on bf16's 128 x 256 tiles (GEMM1
+                             * only: its sums handed over rounded to bf16, 3 stages instead of 4; v27). plan_make
+                             * sets both for the block scheme, for per tensor / per channel each GEMM whose K has
+                             * 32 k tiles or more, for bf16 GEMM1 where H has 40 to 64 k tiles (its
                              * measurements); MOE_FX_EWG=<mask> in the environment: that mask instead (0: never).
                              * A caller may set or clear bits; ignored where the tile has no such form */
     int slot_layout;        /* M = 1 on 16-row tiles: no align kernel; block b is slot b alone (its expert read

@@ -253,9 +253,17 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t saddr)
 
 #include "fast_wgmma.inc"
 
-template <class T, int BN> __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db, int sd = 1)
+/* SPLIT: BN 256 as two n128 instructions (the second on B rows 128-255,
+ * 16 KB on: its accumulators are the n8 blocks 16-31). A kernel of 512
+ * threads starts at 128 registers a thread, and ptxas refuses any one
+ * instruction that needs more (m64n256's 128 accumulators, C7602) even in a
+ * warpgroup that setmaxnreg gives more (fast_ws.cuh's epilogue warpgroup) */
+template <class T, int BN, bool SPLIT = false> __device__ __forceinline__ void wgmma_tile(float *d, uint64_t da, uint64_t db, int sd = 1)
 {
-    if (tc<T>::dt == MOE_E4M3) {
+    if constexpr (SPLIT && BN == 256) {
+        wgmma_tile<T, 128>(d, da, db, sd);
+        wgmma_tile<T, 128>(d + 64, da, db + ((128 * 128) >> 4), sd);
+    } else if (tc<T>::dt == MOE_E4M3) {
         static_assert(sizeof(T) == 2 || BN == 128, "e4m3 wgmma: the 128-wide promotion tile only");
         wgmma_m64n128k32_e4m3(d, da, db, sd);
     } else if (tc<T>::dt == MOE_BF16) {

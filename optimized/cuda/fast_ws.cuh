@@ -63,13 +63,15 @@ template <int BM, int BN, int STAGES, bool EW = false> struct ws_cfg {
     static constexpr int NCW = BM / 16;                   /* consumer warps, 16 rows each */
     static constexpr int NT = NCW * 32 + 128 + EW * 128;  /* + the producer (+ the epilogue) warpgroup */
     static constexpr int STAGE_BYTES = BM * 128 + BN * 128;
-    static constexpr int EBYTES = EW ? BM * BN * 4 : 0;   /* each consumer warpgroup's f32 sums, handed over */
+    /* EW: both consumer warpgroups' sums, handed over: 128 x 128 f32, or GATED's 128 x 256 rounded to the
+     * output type (below) */
+    static constexpr int EBYTES = EW ? 65536 : 0;
     static constexpr int SMEM = STAGES * STAGE_BYTES + EBYTES + 1024;
     static_assert(BM % 64 == 0 && (BN == 128 || BN == 256) && STAGES >= 3, "ws tiles: warpgroups of 64 rows");
-    static_assert(!EW || (BM == 128 && BN == 128), "the epilogue warpgroup: the e4m3 128 x 128 tile (64 KB of sums)");
+    static_assert(!EW || (BM == 128 && (BN == 128 || BN == 256)), "the epilogue warpgroup: 128-row tiles, 64 KB of sums");
 };
 
-/* The epilogue warpgroup (EW; NOTES.md v25). The cooperative tile's two
+/* The epilogue warpgroup (EW; NOTES.md v25, v27). The cooperative tile's two
  * consumer warpgroups finish a tile together, so its epilogue (GEMM1's
  * gated one: 2 800 instructions a warp at about 0.25 a cycle, about 30%
  * of the consumer warps' samples on Mixtral-8x7B M = 16384 fp8 in the
@@ -86,9 +88,23 @@ template <int BM, int BN, int STAGES, bool EW = false> struct ws_cfg {
  * so did 88 for the gated epilogue with scales; the block scheme's
  * consumers, which spill 36 bytes at 168 in the 384-thread form, need
  * 176). Shared memory: the sums' 64 KB leave room for 5 stages of 32 KB,
- * not 6. */
-template <int EPI, int QS> struct ew_regs {
-    static constexpr int producer = 72, epilogue = EPI == EPI_GATED && QS == QS_EPILOGUE ? 112 : 88, consumer = (65536 - 128 * (producer + epilogue)) / 256 / 8 * 8;
+ * not 6.
+ * bf16's 128 x 256 GEMM1 (v27): its f32 sums would take 128 KB, so each
+ * consumer thread hands over its sums rounded to bf16 (32 KB a warpgroup),
+ * which is the first thing the gated epilogue does with them when it has
+ * no scales (g and u rounded to the output type, as the reference's GEMM1
+ * stores them): the epilogue warpgroup reads them back as f32, rounds them
+ * again (exact), so the bits are the same; it runs the epilogue in two
+ * halves of 64 h columns (the 128-column tile's fragment layout), so it
+ * holds 64 sums at a time, as for the e4m3 tile. 3 stages of 48 KB beside
+ * the 64 KB. Registers (ptxas): the producer, with TMA weights only, 72;
+ * the epilogue warpgroup 88 (it has no scales); the consumers 168, none
+ * spilled (consumers of 152 spilled 1.6 KB and serialized the wgmmas, a
+ * producer with the weight copies compiled in spilled at 72-104). The
+ * consumers' wgmmas are two m64n128 a k step (wgmma_tile's SPLIT). */
+template <int EPI, int QS, bool HB = false> struct ew_regs {
+    static constexpr int producer = 72, epilogue = EPI == EPI_GATED && QS == QS_EPILOGUE && !HB ? 112 : 88,
+                         consumer = (65536 - 128 * (producer + epilogue)) / 256 / 8 * 8;
     static_assert(producer * 128 + epilogue * 128 + consumer * 256 <= 65536, "one SM's registers");
 };
 
@@ -104,6 +120,13 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
     constexpr int NWG = BM / 64; /* consumer warpgroups */
     typedef cfg<BM, BN, W::NCW, 1, STAGES, true> C; /* the consumers' fragment layout (epilogue) */
     constexpr bool PROMO = std::is_same<T, __nv_fp8_e4m3>::value;
+    /* HB: the sums handed over rounded to the output type (GATED's 128 x 256, above); CH, the fragment
+     * layout of each half of the epilogue warpgroup's epilogue */
+    constexpr bool HB = EW && BN == 256;
+    typedef cfg<BM, BN / 2, W::NCW, 1, STAGES, true> CH;
+    typedef typename tc<T>::out_t TO;
+    static_assert(!HB || (EPI == EPI_GATED && QS == QS_EPILOGUE && !PROMO && sizeof(TO) == 2),
+                  "sums handed over rounded: GATED without epilogue scales (gemm_ws_launch refuses w_scale)");
     static_assert(sizeof(T) == 2 || PROMO, "ws tiles: bf16 / f16 or e4m3");
     static_assert(QS == QS_EPILOGUE || (QS == QS_KTILE && PROMO), "ws tiles: epilogue or k-tile scales");
     extern __shared__ __align__(128) unsigned char smem[];
@@ -116,7 +139,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
     const uint32_t tfull0 = empty0 + 8 * STAGES, tempty0 = tfull0 + 16, efull0 = tempty0 + 16, eempty0 = efull0 + 8 * NWG;
     /* EW: [NWG][NF][128] float4, a thread's n8 fragments, 128 threads a row */
     float4 *const ebuf = (float4 *)(smem + (sbase - s0) + STAGES * W::STAGE_BYTES);
-    static_assert(!EW || NWG * C::NF * 128 * 16 == W::EBYTES, "the sums' buffer: every consumer thread's fragments");
+    static_assert(!EW || NWG * C::NF * 128 * 16 / (HB ? 2 : 1) == W::EBYTES, "the sums' buffer: every consumer thread's fragments");
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     if (tid == 0) {
         for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 128 + (p.b_tma ? 1 : 0)), mbar_init(empty0 + 8 * s, W::NCW);
@@ -138,7 +161,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
     const int K = p.K, KT = (K + KTILE - 1) / KTILE;
 
     if (EW && warp >= W::NCW + 4) { /* the epilogue warpgroup: warp ew takes consumer warp 4 c + ew's rows */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS>::epilogue));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS, HB>::epilogue));
         const int et = tid - (W::NCW + 4) * 32, ew = et >> 5;
         for (int tn = 0;; tn++) {
             int c = 0;
@@ -147,6 +170,30 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
                 mbar_wait(efull0 + 8 * c, tn & 1);
                 const int t = *(volatile int *)&etile[c];
                 if (t < 0) break; /* the consumers are done */
+                if constexpr (HB) { /* uint4 j of a thread: fragments 2 j and 2 j + 1, four 16-bit pairs */
+                    int blk, nt;
+                    tile_of(t, blk, nt);
+                    const uint4 *eb = (const uint4 *)ebuf + c * (C::NF / 2) * 128 + et;
+                    gemm_params pn = p; /* no epilogue scales (gemm_ws_launch): known here, so none compiled in */
+                    pn.w_scale = nullptr;
+#pragma unroll 1
+                    for (int half = 0; half < 2; half++) {
+                        float acc[1][CH::NF][4];
+#pragma unroll
+                        for (int j = 0; j < CH::NF / 2; j++) {
+                            const uint4 v = eb[(half * CH::NF / 2 + j) * 128];
+                            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                            for (int i = 0; i < 8; i++) {
+                                const uint16_t b = (uint16_t)(w[i >> 1] >> (16 * (i & 1)));
+                                acc[0][2 * j + (i >> 2)][i & 3] = tc<TO>::f32(*(const TO *)&b);
+                            }
+                        }
+                        if (half) mbar_arrive(eempty0 + 8 * c); /* read: the consumers may write the next tile's */
+                        epilogue<T, CH, EPI, QS>(pn, acc, blk * BM, 2 * nt + half, p.block_expert[blk], 4 * c + ew, 0, lane);
+                    }
+                    continue;
+                }
                 float acc[1][C::NF][4];
                 const float4 *eb = ebuf + c * C::NF * 128 + et;
 #pragma unroll
@@ -162,9 +209,11 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
             if (c < NWG) break;
         }
     } else if (warp >= W::NCW) { /* producer warpgroup */
-        if constexpr (EW) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS>::producer));
+        if constexpr (EW) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS, HB>::producer));
         const int pt = tid - W::NCW * 32, ck = pt & 7, r8 = pt >> 3; /* chunk ck of rows r8 + 16 i */
-        const bool tma = p.b_tma != 0;
+        /* HB: TMA weights only (gemm_ws_launch): the copies' address
+         * arithmetic for 256 rows spilled at 72 registers */
+        const bool tma = HB || p.b_tma != 0;
         if (tma && pt == 0) asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&wmap) : "memory");
         int it = 0;
         for (int tn = 0;; tn++) { /* the CTA's tn-th tile */
@@ -226,14 +275,29 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
         /* no wait here: every copy issued belongs to a stage the consumers
          * wait on (full) before the CTA can finish */
     } else { /* consumer warpgroups: warp cw owns tile rows 16 cw .. 16 cw + 15 */
-        if constexpr (EW) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS>::consumer));
+        if constexpr (EW) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS, HB>::consumer));
         const int cw = warp, wg = cw / 4, wt = tid & 127;
         /* EW: this warpgroup's sums (or -1: no more tiles) to the epilogue warpgroup, once it has read the last */
         auto hand_over = [&](int tn, int t, const float (&acc)[1][C::NF][4]) {
             mbar_wait(eempty0 + 8 * wg, (tn & 1) ^ 1);
-            float4 *eb = ebuf + wg * C::NF * 128 + wt;
+            if constexpr (HB) {
+                uint4 *eb = (uint4 *)ebuf + wg * (C::NF / 2) * 128 + wt;
 #pragma unroll
-            for (int q = 0; q < C::NF; q++) eb[q * 128] = make_float4(acc[0][q][0], acc[0][q][1], acc[0][q][2], acc[0][q][3]);
+                for (int j = 0; j < C::NF / 2; j++) {
+                    uint32_t w[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const TO lo = tc<TO>::rnd(acc[0][2 * j + (i >> 1)][2 * (i & 1)]),
+                                 hi = tc<TO>::rnd(acc[0][2 * j + (i >> 1)][2 * (i & 1) + 1]);
+                        w[i] = (uint32_t)*(const uint16_t *)&lo | (uint32_t)*(const uint16_t *)&hi << 16;
+                    }
+                    eb[j * 128] = make_uint4(w[0], w[1], w[2], w[3]);
+                }
+            } else {
+                float4 *eb = ebuf + wg * C::NF * 128 + wt;
+#pragma unroll
+                for (int q = 0; q < C::NF; q++) eb[q * 128] = make_float4(acc[0][q][0], acc[0][q][1], acc[0][q][2], acc[0][q][3]);
+            }
             if (wt == 0) etile[wg] = t;
             mbar_arrive(efull0 + 8 * wg);
         };
@@ -293,7 +357,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
                         kp.add(p, acc, part, kt);
                     } else {
 #pragma unroll
-                        for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(&acc[0][0][0], da + 2 * kk, db + 2 * kk);
+                        for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN, EW>(&acc[0][0][0], da + 2 * kk, db + 2 * kk);
                         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
                         /* one group in flight: the previous k tile's wgmmas are done, its stage is free */
                         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
@@ -324,6 +388,8 @@ template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0, bool EW = fa
 cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s, bool pdl)
 {
     if (!p.tile_next) return cudaErrorInvalidValue; /* the tile counter is the schedule */
+    /* sums handed over rounded: no epilogue scales; TMA weights (the producer's registers) */
+    if (EW && BN == 256 && (p.w_scale || !p.b_tma)) return cudaErrorInvalidValue;
     static int sms = 0; /* the device's SM count, read once (a plain attribute query: graph-capture safe) */
     if (!sms) {
         int dev = 0;

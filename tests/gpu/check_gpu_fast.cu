@@ -1087,14 +1087,17 @@ START_TEST(silu_flagged_rows_exact)
             moe_fused_trace_store ts;
             moe_fused_model m;
             char desc[160];
-            /* the e4m3 128-row tiles with the epilogue warpgroup on both GEMMs (the plan takes it from 32 k
-             * tiles for per tensor / per channel; these K are shorter) */
-            const int ew = !bf && c->expect_bm == 128;
-            char *keep = env_put("MOE_FX_EWG", ew ? "3" : NULL);
+            /* the 128-row tiles with the epilogue warpgroup: e4m3 on both GEMMs (the plan takes it from 32 k
+             * tiles for per tensor / per channel; these K are shorter), bf16 on GEMM1 (40 to 64 k tiles, with
+             * TMA weights only) */
+            const int ew = c->expect_bm == 128;
+            char *keep = env_put("MOE_FX_EWG", ew ? (bf ? "1" : "3") : NULL);
             const moe_status st = moe_cuda_fx_run_traced(pp, &in, &ts, &m, desc, sizeof desc);
             env_back("MOE_FX_EWG", keep);
             ck_assert_msg(st == MOE_OK, "%s", moe_last_error());
-            ck_assert(!ew || strstr(desc, ", epilogue warpgroup"));
+            ck_assert_msg(!ew || strstr(desc, bf ? ", GEMM1 epilogue warpgroup" : ", epilogue warpgroup") ||
+                              (bf && !strstr(desc, "TMA weights")),
+                          "%s: %s", moe_scheme_name(sc), desc);
             const moe_tensor *x = in.x, *hd = ts.tr.h;
             const int32_t *ids = (const int32_t *)in.topk_ids->data;
             int64_t n = 0, flagged = 0, mixed = 0, differ = 0;
@@ -1377,7 +1380,7 @@ START_TEST(persistent_matches_one_cta)
          * weights on both */
         const int want = env ? strcmp(env, "0") != 0 : c->expect_bm == 128 || sc == MOE_SCHEME_BF16;
         const int want_tma = !(tenv && !strcmp(tenv, "0"));
-        uint16_t *o_tma, *o_cp, *o_one, *o_ew0 = NULL;
+        uint16_t *o_tma, *o_cp, *o_one, *o_ew0 = NULL, *o_ew1 = NULL;
         moe_cuda_fx_plan plan;
         if (sc == MOE_SCHEME_BF16) {
             fprob f;
@@ -1388,8 +1391,18 @@ START_TEST(persistent_matches_one_cta)
             ck_assert_int_eq(f.plan.persistent, want);
             ck_assert_int_eq(f.plan.tma, want_tma);
             ck_assert(c->expect_bm != 64 || f.plan.wg64); /* the 64-row wgmma tile, the one with a persistent form */
-            f.plan.persistent = 1, f.plan.tma = 1, o_tma = run_forward(&f);
+            /* GEMM1's epilogue warpgroup (its sums handed over rounded to bf16; TMA weights only): the plan's
+             * from H 2560 to 4096, so not on these unless MOE_FX_EWG says so */
+            const char *ew = getenv("MOE_FX_EWG");
+            const int want_ew = f.plan.persistent && c->expect_bm == 128 && f.plan.tma && ew ? atoi(ew) & 1 : 0;
+            ck_assert_int_eq(f.plan.epi_wg, want_ew);
+            f.plan.persistent = 1, f.plan.tma = 1, f.plan.epi_wg = 0, o_tma = run_forward(&f);
             f.plan.tma = 0, o_cp = run_forward(&f);
+            if (c->expect_bm == 128) {
+                f.plan.tma = 1, f.plan.epi_wg = 1, o_ew1 = run_forward(&f);
+                f.plan.epi_wg = 0;
+                ewg++;
+            }
             f.plan.persistent = 0, plan = f.plan;
             o_one = run_forward(&f);
             fprob_free(&f);
@@ -1418,14 +1431,17 @@ START_TEST(persistent_matches_one_cta)
         same_bits(moe_scheme_name(sc), "persistent (TMA weights)", o_tma, o_one, n);
         same_bits(moe_scheme_name(sc), "persistent (cp.async weights)", o_cp, o_one, n);
         if (o_ew0) same_bits(moe_scheme_name(sc), "persistent without the epilogue warpgroup", o_ew0, o_one, n);
+        if (o_ew1) same_bits(moe_scheme_name(sc), "persistent with GEMM1's epilogue warpgroup", o_ew1, o_one, n);
         printf("persistent %s: M %d H %d I %d, plan bm %d bn %d/%d, %zu outputs of %s forms bit-identical to one CTA "
                "a tile\n",
                moe_scheme_name(sc), c->M, c->H, c->I, plan.bm1, plan.bn1, plan.bn2, n,
-               o_ew0 ? "the three (epilogue warpgroup with TMA / cp.async weights, without it)" : "both");
+               o_ew0   ? "the three (epilogue warpgroup with TMA / cp.async weights, without it)"
+               : o_ew1 ? "the three (TMA / cp.async weights, GEMM1's epilogue warpgroup with TMA)"
+                       : "both");
         free(o_one);
     }
-    /* the e4m3 schemes' 128-row cases ran the epilogue warpgroup (the small mode's one case too) */
-    ck_assert(sc == MOE_SCHEME_BF16 || ewg > 0);
+    /* every scheme's 128-row cases ran the epilogue warpgroup (the small mode's one case too) */
+    ck_assert(ewg > 0);
 }
 END_TEST
 
@@ -1659,6 +1675,23 @@ START_TEST(plan_decode_forms)
         const int want = !b128 ? b[i].want : strcmp(b128, "0") && b[i].sc != MOE_SCHEME_INT8_WCHANNEL_ATOKEN;
         ck_assert_msg(plan.bm1 == (want ? 128 : 64) && plan.bm2 == plan.bm1, "bm128 case %zu: bm %d / %d, want %d", i,
                       plan.bm1, plan.bm2, want ? 128 : 64);
+    }
+    /* bf16's 128 x 256 GEMM1 with the epilogue warpgroup where H has 40 to 64 k tiles and the weights come
+     * by TMA (MOE_FX_EWG=<mask> overrides; bf16: bit 0 only); never on GEMM2 */
+    const char *ewv = getenv("MOE_FX_EWG");
+    static const struct {
+        int H, want;
+    } ew[] = {{4096, 1}, {2048, 0}, {7168, 0}, {2880, 1}, {2496, 0}};
+    for (size_t i = 0; i < sizeof ew / sizeof ew[0]; i++) {
+        moe_cuda_fx_problem p = {4096, 8, 2, ew[i].H, 2048, MOE_SCHEME_BF16, moe_act_defaults(MOE_ACT_SILU, MOE_LAYOUT_GATE_UP), 0};
+        moe_cuda_fx_plan plan;
+        ck_assert_int_eq(moe_cuda_fx_plan_make(&p, &plan), MOE_OK);
+        const int on = plan.persistent && plan.bm1 == 128 && plan.tma; /* not under MOE_FX_WS=0, BM128=0, TMA=0 */
+        const int want = !on ? 0 : ewv ? atoi(ewv) & 1 : ew[i].want;
+        char d[160];
+        moe_cuda_fx_tiles(&plan, d, sizeof d);
+        ck_assert_msg(plan.epi_wg == want && !!strstr(d, ", GEMM1 epilogue warpgroup") == want,
+                      "bf16 epilogue warpgroup case %zu: epi_wg %d, want %d (%s)", i, plan.epi_wg, want, d);
     }
 }
 END_TEST
