@@ -867,6 +867,14 @@ static int env_flag(const char *name, int dflt)
 static int deep_cfg(int c) { return c == CFG_64x128W3 ? CFG_64x128W : is_shallow(c) ? c - (CFG_16x128S3 - CFG_16x128S) : c; }
 static int mma_cfg(int c) { return is_w64(c) ? CFG_64x128 : unswap_cfg(c); }
 
+/* the epilogue-warpgroup bits the forward runs: plan.epi_wg where the tile has the form (bf16's 128 x 256
+ * tiles, the only ones of that size: GEMM1 only, with TMA weights only, fast_ws.cuh); the forward and
+ * moe_cuda_fx_tiles both read it, so the description names what runs */
+static int epi_wg_runs(const moe_cuda_fx_plan *plan)
+{
+    return plan->epi_wg & (plan->bm2 == 128 && plan->bn2 == 256 ? (plan->tma ? 1 : 0) : 3);
+}
+
 extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan *plan)
 {
     if (!p || !plan) return moe_fail(MOE_ERR_INVALID_ARG, "fx_plan_make: problem and plan must not be NULL");
@@ -949,7 +957,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * NOTES.md v27) where H has 40 to 64 k tiles (same-binary A/B, two rounds: gpt-oss-120b (45) M = 1024 /
      * 4096 1.5-7% faster, Mixtral-8x7B (64) M = 256 / 4096 / 16384 0.6-3%, M = 1024 1-8% slower against
      * rounds of its own 6% apart; DeepSeek-V3 (112) M = 4096 1% slower, where the epilogue is a smaller share
-     * of the tile and 3 stages cost more; Qwen3-30B-A3B (32) within -3 / +2%); GEMM2 (f32 sums of 128 KB) has
+     * of the tile and, by a 4-stage trial's hint, the stage fewer costs more; Qwen3-30B-A3B (32) within -3 / +2%); GEMM2 (f32 sums of 128 KB) has
      * no such form. MOE_FX_EWG=<mask> in the environment: that mask instead (0: never; bf16: bit 0 only) */
     if (plan->persistent && plan->bm1 == 128 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK || kind == KIND_BF16)) {
         const char *ev = getenv("MOE_FX_EWG");
@@ -1102,9 +1110,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
      * next kernel start early */
     g1.pdl_trigger = plan->trigger_early;
     const int M = p->M, I = p->I, H = p->H;
-    /* bf16's form with the epilogue warpgroup takes its weights by TMA only (fast_ws.cuh) */
-    const int ws1 = !plan->persistent ? WS_OFF : plan->epi_wg & 1 && (kind != KIND_BF16 || plan->tma) ? WS_EPI_WG : WS_ON,
-              ws2 = !plan->persistent ? WS_OFF : plan->epi_wg & 2 ? WS_EPI_WG : WS_ON;
+    const int ew = epi_wg_runs(plan);
+    const int ws1 = !plan->persistent ? WS_OFF : ew & 1 ? WS_EPI_WG : WS_ON, ws2 = !plan->persistent ? WS_OFF : ew & 2 ? WS_EPI_WG : WS_ON;
     cudaStream_t s = S(stream);
     ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws1); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
@@ -1193,8 +1200,7 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
                      : plan->shallow1                ? ", GEMM1 shallow"
                      : plan->shallow2                ? ", GEMM2 shallow"
                                                      : "";
-    /* the forms the forward runs: bf16's 128 x 256 tiles have it on GEMM1 with TMA weights only */
-    const int ew = plan->epi_wg & (plan->bm2 == 128 && plan->bn2 == 256 ? (plan->tma ? 1 : 0) : 3);
+    const int ew = epi_wg_runs(plan);
     snprintf(buf, n, "%dx%d / %dx%d%s%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
              plan->persistent ? " persistent" : plan->swapped ? " swapped" : plan->wg64 ? " wgmma" : "",
              !plan->persistent || !ew ? "" : ew == 3 ? ", epilogue warpgroup" : ew == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
