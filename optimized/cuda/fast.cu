@@ -6,13 +6,23 @@
 #include "cuda_internal.h"
 #include "fast.h"
 #include "fast_gemm.cuh"
+#include "fast_gemv.h"
 #include "fast_ws.cuh"
 #include "fast_e4m3.cuh"
 #include "fast_qstep.cuh"
+#include "fast_quant.cuh"
 #include "reference/quant_core.h"
 #include "moe/status.h"
 
 namespace {
+
+using fx::bf16x8_f32;
+using fx::codes_of;
+using fx::group_stats;
+using fx::ref_code;
+using fx::stats_add;
+using fx::warp_stats;
+using fx::with_form;
 
 const int ALIGN_THREADS = 1024; /* one CTA: E <= 1024 counters in shared memory */
 
@@ -158,34 +168,6 @@ template <class T> __global__ void convert_kernel(const float *a, int64_t n, T *
         out[i] = fx::tc<T>::rnd(a[i]);
 }
 
-/* the reference's statistics of one scale group from its reductions
- * (max |x| over the non-NaN elements, signed max / min, a NaN flag; maxima
- * are exact in any order) */
-__device__ moe_q_stats group_stats(float ai, float mx, float mn, int nan)
-{
-    moe_q_stats st;
-    st.amax_prop = st.amax_ign = ai, st.vmax = mx, st.vmin = mn;
-    if (nan) st.amax_prop = st.vmax = st.vmin = moe_u32_as_f32(0x7FC00000u);
-    return st;
-}
-
-__device__ void warp_stats(float &ai, float &mx, float &mn, int &nan)
-{
-    for (int o = 16; o > 0; o >>= 1) {
-        ai = fmaxf(ai, __shfl_xor_sync(0xffffffffu, ai, o));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
-        nan |= __shfl_xor_sync(0xffffffffu, nan, o);
-    }
-}
-
-/* fmaxf / fminf skip a NaN operand, so no branch a NaN */
-__device__ __forceinline__ void stats_add(float v, float &ai, float &mx, float &mn, int &nan)
-{
-    nan |= v != v;
-    ai = fmaxf(ai, fabsf(v)), mx = fmaxf(mx, v), mn = fminf(mn, v);
-}
-
 /* The 8-bit schemes' activation quantization, one CTA per row, with the
  * reference's rule and element encoding (quant_core.h; e4m3 codes from the
  * hardware conversion, equal to it on every f32: fast_e4m3.cuh), so codes and
@@ -202,12 +184,6 @@ __device__ __forceinline__ void stats_add(float v, float &ai, float &mx, float &
  * iteration each waited for the one before, and h's quantization took
  * 45 us of Mixtral-8x7B's M = 16 forward (NOTES.md v16). Maxima are exact
  * in any order, so the statistics do not depend on the chunking. */
-__device__ __forceinline__ void bf16x8_f32(const uint4 &v, float *f)
-{
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-}
 
 /* threads a row (ROW / TENSOR): two 16-byte chunks a thread,
  * 128 to 1024: long rows of few-row decode grids need the warps to hide
@@ -242,43 +218,6 @@ dim3 quant_grid(const moe_quant_spec &s, int cols, int64_t rows, unsigned thread
 {
     const int ng = s.gran == MOE_GRAN_GROUP ? cols / s.group_k : 1, nw = (int)threads / 32;
     return dim3((unsigned)rows, s.gran == MOE_GRAN_GROUP ? (unsigned)((ng + nw - 1) / nw) : 1u);
-}
-
-/* the code of a value after the reference's step (moe_qc_step): e4m3 in
- * hardware (fast_e4m3.cuh), int8 the reference's */
-template <bool E4> __device__ __forceinline__ uint32_t ref_code(float v)
-{
-    return E4 ? fx::e4m3x2(v, 0.0f) & 0xFFu : (uint32_t)moe_qc_encode(MOE_I8, v);
-}
-
-/* the codes of N elements (even N), packed low byte first: the fast step
- * (fast_qstep.cuh) or, for a group with a NaN or an infinity, the
- * reference's */
-template <int N, bool E4, bool DIV, bool FAST>
-__device__ __forceinline__ void codes_of(const float *f, const fx::qstep &qs, const moe_quant_spec &spec,
-                                         const moe_q_group &grp, uint32_t *w)
-{
-#pragma unroll
-    for (int i = 0; i < N; i += 2) {
-        uint32_t c;
-        if (FAST) {
-            c = fx::qstep_code2<E4>(fx::qstep_value<DIV>(qs, f[i]), fx::qstep_value<DIV>(qs, f[i + 1]));
-        } else {
-            const float a = moe_qc_step(&spec, &grp, f[i]), b = moe_qc_step(&spec, &grp, f[i + 1]);
-            c = ref_code<E4>(a) | ref_code<E4>(b) << 8;
-        }
-        w[i >> 2] |= c << (8 * (i & 3));
-    }
-}
-
-/* calls f(div, fast) with the group's form of the element step as
- * compile-time constants (std::true_type / false_type), so a loop holds
- * one form */
-template <class F> __device__ __forceinline__ void with_form(bool fast, bool div, F f)
-{
-    if (fast && div) f(std::true_type(), std::true_type());
-    else if (fast) f(std::false_type(), std::true_type());
-    else f(std::false_type(), std::false_type());
 }
 
 /* a row's codes (ROW / TENSOR): the chunks held in registers, then the
@@ -724,6 +663,13 @@ int is_q8(const moe_cuda_fx_problem *p)
     return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_I8;
 }
 
+/* the matrix-vector forward's kind of operands (fast_gemv.h), -1 where it has none */
+int gemv_kind(Kind k)
+{
+    return k == KIND_BF16 ? fx::GV_BF16 : k == KIND_FP8 ? fx::GV_FP8 : k == KIND_FP8_BLOCK ? fx::GV_FP8_BLOCK
+                                                      : k == KIND_I8 ? fx::GV_I8 : -1;
+}
+
 /* activation scales per row of a K-wide operand: one per 128-group, one
  * per row, or one for the tensor (0) */
 int act_scale_cols(const moe_cuda_fx_problem *p, int K)
@@ -995,6 +941,12 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * were about 3 us of Qwen3-30B-A3B's 36 (NOTES.md v15) */
     plan->slot_layout = p->M == 1 && bm == 16;
     if (plan->slot_layout) plan->max_blocks = p->topk;
+    /* one token: two matrix-vector kernels (fast_gemv.cu) where I <= 1024 (NOTES.md v28, same binary, two rounds,
+     * 4 shapes x the 5 schemes at M = 1: Qwen3-30B-A3B (I 768) 8-bit 16-26% faster, bf16 2-3%; gpt-oss-120b
+     * int8 10% faster, its other schemes 1-5% slower; Mixtral-8x7B within -3 / +3%; DeepSeek-V3 8-16% slower,
+     * where the tiles stream at 64-88% of the read floor already). MOE_FX_GEMV=0 / 1: never / wherever it fits */
+    const int gk = gemv_kind(kind);
+    plan->gemv = plan->slot_layout && gk >= 0 && fx::gemv_fits(gk, p->topk, p->H, p->I) && env_flag("MOE_FX_GEMV", p->I <= 1024);
     const int cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);
     if (plan->max_blocks > cap / bm) plan->max_blocks = cap / bm;
     /* the GEMMs index block scales in int: rows x 128-groups */
@@ -1007,6 +959,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
                         (long long)2 * p->I * p->H / 32);
     plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR) + plan->persistent -
                      plan->slot_layout;
+    if (plan->gemv) plan->launches = 2;
     plan->workspace = carve(p, bm, NULL, NULL);
     /* raise the shared-memory limit of the kernels this plan launches and of
      * the forms a caller may select by clearing a flag (fast.h): the deep
@@ -1020,6 +973,13 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
             ce = with_tile(kind, f2[form], [&](auto t) {
                 return p->atomic ? decltype(t)::template prepare<fx::EPI_WATOMIC>() : decltype(t)::template prepare<fx::EPI_WSTORE>();
             });
+    }
+    if (ce == cudaSuccess && gk >= 0 && fx::gemv_fits(gk, p->topk, p->H, p->I)) {
+        fx::gemv_io io;
+        memset(&io, 0, sizeof io);
+        io.kind = gk;
+        if (is_q8(p)) moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &io.as);
+        ce = fx::gemv_prepare(io);
     }
     if (ce != cudaSuccess) return moe_cu_fail(ce, "cudaFuncSetAttribute (fx gemm)");
     return MOE_OK;
@@ -1068,29 +1028,14 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
                         plan->workspace, carve(p, plan->bm1, NULL, NULL));
     if (plan->slot_layout && (p->M != 1 || plan->bm1 != 16 || plan->max_blocks != p->topk))
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (slot layout)");
+    const int gk = gemv_kind(kind);
+    if (plan->gemv && (!plan->slot_layout || gk < 0 || !fx::gemv_fits(gk, p->topk, p->H, p->I)))
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (gemv)");
     fx_ws w;
     carve(p, plan->bm1, workspace, &w);
     moe_quant_spec as;
+    memset(&as, 0, sizeof as);
     if (q8) moe_scheme_spec(p->scheme, MOE_OPERAND_ACT, &as);
-    if (p->atomic) MOE_CU(cudaMemsetAsync(w.acc, 0, (size_t)p->M * p->H * 4, S(stream)));
-    if (tensor) MOE_CU(cudaMemsetAsync(w.amax, 0, 2 * 4, S(stream)));
-    if (plan->persistent) MOE_CU(cudaMemsetAsync(w.tiles, 0, 2 * 4, S(stream)));
-    cudaError_t ce;
-    if (tensor) {
-        const int64_t n = (int64_t)p->M * p->H;
-        const unsigned gb = grid_for(n / 8, 256);
-        ce = launch_ex(amax_kernel, gb < 4 * 132 ? gb : 4 * 132, 256, S(stream), false, (const __nv_bfloat16 *)a->x, n, w.amax);
-        if (ce != cudaSuccess) return moe_cu_fail(ce, "fx amax_kernel (x)");
-    }
-    if (q8) { /* x, before the align (which does not read it) */
-        ce = quant_rows(as, p->H, p->M, S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
-                       (const int32_t *)NULL, as, (const float *)w.amax, w.xq, w.sx, plan->slot_layout ? 0 : 1);
-        if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
-    }
-    if (!plan->slot_layout) {
-        moe_status st = align_launch(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream, q8 != 0);
-        if (st) return st;
-    }
     moe_act_params act = p->act;
     act.layout = MOE_LAYOUT_GATE_UP;
     fx::gemm_params g1;
@@ -1109,6 +1054,40 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
      * GEMM1 (8-bit: the quantization of h) finishes; decode GEMM1 lets the
      * next kernel start early */
     g1.pdl_trigger = plan->trigger_early;
+    fx::gemm_params g2 = g1;
+    g2.a = q8 ? (const void *)w.hq : w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = p->H, g2.K = p->I, g2.I = 0;
+    g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1, g2.amax_out = NULL, g2.tile_next = w.tiles + 1;
+    g2.slot_write = 0;
+    if (q8) g2.a_scale = w.sh, scale_geom(p, p->H, p->I, &g2);
+    if (scaled) g2.w_scale = a->w2_scale;
+    if (plan->gemv) { /* M = 1: two matrix-vector kernels (fast_gemv.cu), h in bf16 as GEMV2's operand */
+        fx::gemv_io io;
+        memset(&io, 0, sizeof io);
+        io.x = a->x, io.kind = gk, io.as = as, io.xq = w.xq, io.hq = w.hq, io.sx = w.sx, io.sh = w.sh;
+        io.atomic = p->atomic, io.out = a->out;
+        g2.a = w.h, g2.out = p->atomic ? NULL : w.y;
+        const cudaError_t ge = fx::gemv_forward(g1, g2, io, S(stream));
+        return ge == cudaSuccess ? MOE_OK : moe_cu_fail(ge, "fx gemv launch");
+    }
+    cudaError_t ce;
+    if (p->atomic) MOE_CU(cudaMemsetAsync(w.acc, 0, (size_t)p->M * p->H * 4, S(stream)));
+    if (tensor) MOE_CU(cudaMemsetAsync(w.amax, 0, 2 * 4, S(stream)));
+    if (plan->persistent) MOE_CU(cudaMemsetAsync(w.tiles, 0, 2 * 4, S(stream)));
+    if (tensor) {
+        const int64_t n = (int64_t)p->M * p->H;
+        const unsigned gb = grid_for(n / 8, 256);
+        ce = launch_ex(amax_kernel, gb < 4 * 132 ? gb : 4 * 132, 256, S(stream), false, (const __nv_bfloat16 *)a->x, n, w.amax);
+        if (ce != cudaSuccess) return moe_cu_fail(ce, "fx amax_kernel (x)");
+    }
+    if (q8) { /* x, before the align (which does not read it) */
+        ce = quant_rows(as, p->H, p->M, S(stream), false, (const __nv_bfloat16 *)a->x, p->H,
+                       (const int32_t *)NULL, as, (const float *)w.amax, w.xq, w.sx, plan->slot_layout ? 0 : 1);
+        if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (x)");
+    }
+    if (!plan->slot_layout) {
+        moe_status st = align_launch(a->topk_ids, p->M, p->topk, p->E, plan->bm1, &w.L, stream, q8 != 0);
+        if (st) return st;
+    }
     const int M = p->M, I = p->I, H = p->H;
     const int ew = epi_wg_runs(plan);
     const int ws1 = !plan->persistent ? WS_OFF : ew & 1 ? WS_EPI_WG : WS_ON, ws2 = !plan->persistent ? WS_OFF : ew & 2 ? WS_EPI_WG : WS_ON;
@@ -1122,12 +1101,6 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
                        plan->h_trigger);
         if (ce != cudaSuccess) return moe_cu_fail(ce, "fx quant_rows_kernel (h)");
     }
-    fx::gemm_params g2 = g1;
-    g2.a = q8 ? (const void *)w.hq : w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = H, g2.K = I, g2.I = 0;
-    g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1, g2.amax_out = NULL, g2.tile_next = w.tiles + 1;
-    g2.slot_write = 0;
-    if (q8) g2.a_scale = w.sh, scale_geom(p, H, I, &g2);
-    if (scaled) g2.w_scale = a->w2_scale;
     if (p->atomic) {
         g2.acc_out = w.acc; /* zeroed before the align */
         ce = with_tile(kind, c2, [&](auto t) { return decltype(t)::template launch<fx::EPI_WATOMIC>(g2, plan->max_blocks, H, s, ws2); });
@@ -1200,6 +1173,10 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
                      : plan->shallow1                ? ", GEMM1 shallow"
                      : plan->shallow2                ? ", GEMM2 shallow"
                                                      : "";
+    if (plan->gemv) {
+        snprintf(buf, n, "M = 1 matrix-vector (2 kernels)");
+        return;
+    }
     const int ew = epi_wg_runs(plan);
     snprintf(buf, n, "%dx%d / %dx%d%s%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
              plan->persistent ? " persistent" : plan->swapped ? " swapped" : plan->wg64 ? " wgmma" : "",
@@ -1217,6 +1194,9 @@ extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const
         /* the e4m3 wgmma tiles (64x128W, 128x128, the swapped decode tiles) */
         if (plan->bm1 >= 64 || plan->swapped) m.acc_bits = 14, m.promote_k = 128;
     }
+    /* the matrix-vector kernels (plan.gemv): mma.sync steps over the whole k chain (GEMV2's parts of K and the
+     * block scheme's promotions add f32 sums: roundings after the tensor cores, within gemm_D's ceil(K / 128)) */
+    if (plan->gemv) m.acc_bits = 24, m.promote_k = 0;
     if (k == KIND_W4) m.dev = 0x1p-8; /* int4 decode tiles: c * s unrounded against round_bf16(c * s) */
     return m;
 }

@@ -143,6 +143,14 @@ typedef struct {
                              * NOTES.md v21).
                              * The results are the same bit for bit (a warp of pads stores nothing). plan_make sets
                              * it unless MOE_FX_PADSKIP=0 is in the environment; a caller may clear it */
+    int gemv;               /* M = 1 (slot layout): two matrix-vector kernels instead of the tiles (fast_gemv.cu:
+                             * GEMV1 quantizes x in each CTA, GEMM1 and the activation; GEMV2 quantizes h in each CTA,
+                             * GEMM2, the router weights and the combine), mma.sync with the weight rows as A, so the
+                             * accumulation model is the mma.sync one; the other fields still describe the tiles
+                             * a caller gets by clearing it. plan_make sets it for bf16 and the 8-bit schemes where
+                             * its operands fit (top-k <= 16) and I <= 1024 (where it measured faster, NOTES.md v28);
+                             * MOE_FX_GEMV=0 / 1 in the environment: never / wherever it fits; a caller may set it
+                             * where it fits (fx_forward refuses it elsewhere) or clear it */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 

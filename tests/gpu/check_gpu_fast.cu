@@ -428,6 +428,7 @@ static const fcase Q8CASES[] = {
  * mma.sync. 0 when none is left. */
 static int next_form(moe_cuda_fx_plan *pl, moe_scheme sc)
 {
+    if (pl->gemv) return pl->gemv = 0, 1; /* M = 1: the tiles after the matrix-vector kernels */
     if (pl->shallow1 || pl->shallow2) return pl->shallow1 = pl->shallow2 = 0, 1;
     if (pl->wg64 && sc == MOE_SCHEME_BF16) return pl->wg64 = 0, 1;
     if (pl->swapped && pl->bm1 == 16) return pl->swapped = 0, 1;
@@ -1555,6 +1556,7 @@ START_TEST(slot_layout_matches_align)
             else fprob_make_sc(c, sc, 950 + ci, 0, &fb), dids = fb.dids;
             ck_assert_int_eq(plan->slot_layout, 1);
             ck_assert_int_eq(plan->max_blocks, c->k);
+            plan->gemv = 0; /* the tiles on both layouts (the matrix-vector kernels: gemv_within_bounds) */
             if (bad) {
                 ((int32_t *)ids->data)[1] = c->E;
                 ck_assert_int_eq(cudaMemcpy(dids, ids->data, ids->nbytes, cudaMemcpyHostToDevice), cudaSuccess);
@@ -1574,6 +1576,92 @@ START_TEST(slot_layout_matches_align)
             if (q8) q8prob_free(&f8);
             else fprob_free(&fb);
         }
+}
+END_TEST
+
+/* M = 1 on the matrix-vector kernels (fast.h plan.gemv, fast_gemv.cu), judged stage by stage as the
+ * tiles are (x's and h's codes and scales EXACT, h and y BOUNDED with the mma.sync model, the combine
+ * EXACT; the atomic variant's out BOUNDED), both combines, on cases that reach each of its branches: top-k 8
+ * (Qwen3-30B-A3B's H and I; one warp a slot in GEMV2), 2 and 3 (GEMV2 splits K into parts), 1, a swigluoai
+ * and a gelu case, rows that end inside a 128-byte chunk (gpt-oss-120b's 2880 in 8-bit, H 1000 in bf16),
+ * and 9 / 11 128-groups (the block scheme). Then, deterministic and not per tensor (whose h scale spans the
+ * slots), slot 1's expert outside [0, E): its row -1, the other slots' h rows the same bits as before, and
+ * out the combine of the other slots' y rows from before, bit for bit. */
+static const moe_scheme GV_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WTENSOR_ATENSOR, MOE_SCHEME_FP8_WCHANNEL_ATOKEN,
+                                        MOE_SCHEME_FP8_WBLOCK128_AGROUP128, MOE_SCHEME_INT8_WCHANNEL_ATOKEN};
+
+START_TEST(gemv_within_bounds)
+{
+    const moe_scheme sc = GV_SCHEMES[_i];
+    const int w16 = sc == MOE_SCHEME_BF16, blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
+    static const fcase cases[] = {
+        {1, 16, 8, 2048, 768, MOE_ACT_SILU, 16},   {1, 8, 2, 256, 384, MOE_ACT_SWIGLUOAI, 16},
+        {1, 16, 3, 1152, 1408, MOE_ACT_SILU, 16},  {1, 8, 4, 2880, 2880, MOE_ACT_SWIGLUOAI, 16},
+        {1, 32, 1, 640, 256, MOE_ACT_GELU, 16},    {1, 8, 2, 1000, 520, MOE_ACT_SILU, 16},
+    };
+    int ran = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (int atomic = 0; atomic < 2; atomic++) {
+            const fcase *c = &cases[ci];
+            const int mult = blk ? 128 : w16 ? 8 : 16;
+            if (c->H % mult || c->I % mult) continue; /* the plan refuses these sizes for the scheme */
+            fprob f;
+            q8prob q;
+            if (w16) fprob_make_sc(c, sc, 1300 + ci, atomic, &f);
+            else q8prob_make(c, sc, 1300 + ci, atomic, &q);
+            const moe_cuda_fx_problem *pp = w16 ? &f.p : &q.p;
+            moe_cuda_fx_plan *plan = w16 ? &f.plan : &q.plan;
+            void *ws = w16 ? f.ws : q.ws, *dout = w16 ? f.dout : q.dout, *dids = w16 ? f.dids : q.dids;
+            moe_tensor *ids = w16 ? &f.ids : &q.ids;
+            /* the plan's rule (fast.cu: I <= 1024 unless MOE_FX_GEMV says otherwise); the cases past it set the
+             * flag as a caller may where the kernels fit */
+            const char *gv = getenv("MOE_FX_GEMV");
+            ck_assert_int_eq(plan->gemv, gv ? strcmp(gv, "0") != 0 : c->I <= 1024);
+            if (plan->gemv) ck_assert_int_eq(plan->launches, 2);
+            plan->gemv = 1;
+            char desc[128];
+            moe_cuda_fx_tiles(plan, desc, sizeof desc);
+            ck_assert_msg(strstr(desc, "matrix-vector") != NULL, "%s", desc);
+            uint16_t *o = w16 ? run_forward(&f) : q8_run(&q);
+            moe_fused_inputs in = {w16 ? &f.x : &q.x, w16 ? &f.ids : &q.ids, w16 ? &f.w : &q.w, w16 ? &f.w1 : &q.w1q,
+                                   w16 ? NULL : &q.w1s, w16 ? &f.w2 : &q.w2q, w16 ? NULL : &q.w2s};
+            judge_forward(moe_scheme_name(sc), ci, pp, plan, ws, dout, &in);
+            ran++;
+            if (!atomic && sc != MOE_SCHEME_FP8_WTENSOR_ATENSOR && c->k > 1) {
+                const size_t hb = moe_cuda_fx_piece_bytes(pp, plan, MOE_FX_H), yb = moe_cuda_fx_piece_bytes(pp, plan, MOE_FX_Y);
+                uint16_t *h0 = (uint16_t *)malloc(hb), *y0 = (uint16_t *)malloc(yb), *h1 = (uint16_t *)malloc(hb);
+                int32_t rows[16];
+                ck_assert_int_eq(moe_cuda_fx_fetch(pp, plan, ws, MOE_FX_H, h0, hb), MOE_OK);
+                ck_assert_int_eq(moe_cuda_fx_fetch(pp, plan, ws, MOE_FX_Y, y0, yb), MOE_OK);
+                ((int32_t *)ids->data)[1] = c->E;
+                ck_assert_int_eq(cudaMemcpy(dids, ids->data, ids->nbytes, cudaMemcpyHostToDevice), cudaSuccess);
+                uint16_t *o1 = w16 ? run_forward(&f) : q8_run(&q);
+                ck_assert_int_eq(moe_cuda_fx_fetch(pp, plan, ws, MOE_FX_ROWS, rows, sizeof(int32_t) * c->k), MOE_OK);
+                ck_assert_int_eq(moe_cuda_fx_fetch(pp, plan, ws, MOE_FX_H, h1, hb), MOE_OK);
+                ck_assert_int_eq(rows[1], -1);
+                for (int j = 0; j < c->k; j++) {
+                    if (j == 1) continue;
+                    ck_assert_int_eq(rows[j], j * plan->bm1);
+                    ck_assert_msg(!memcmp(h0 + (size_t)rows[j] * c->I, h1 + (size_t)rows[j] * c->I, (size_t)c->I * 2),
+                                  "%s case %zu: slot %d's h row changed with slot 1 outside [0, E)", moe_scheme_name(sc), ci, j);
+                }
+                size_t diff = 0;
+                for (int n = 0; n < c->H; n++) {
+                    float acc = 0.0f;
+                    for (int j = 0; j < c->k; j++)
+                        if (j != 1) acc = acc + moe_bf16_to_f32(y0[(size_t)j * plan->bm1 * c->H + n]);
+                    diff += o1[n] != moe_f32_to_bf16(acc, MOE_POLICY_IEEE_RNE, NULL);
+                }
+                ck_assert_msg(diff == 0, "%s case %zu: with slot 1 outside [0, E), %zu of %d outputs differ from the other "
+                              "slots' combine", moe_scheme_name(sc), ci, diff, c->H);
+                printf("gemv %s case %zu: slot 1 outside [0, E): row -1, the other slots' h and combine bit-identical\n",
+                       moe_scheme_name(sc), ci);
+                free(h0), free(y0), free(h1), free(o1);
+            }
+            free(o);
+            w16 ? fprob_free(&f) : q8prob_free(&q);
+        }
+    ck_assert_int_gt(ran, 0);
 }
 END_TEST
 
@@ -1990,6 +2078,9 @@ static void add_tests(Suite *s)
     /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward, seconds) */
     TCase *tl = gpu_tcase(s, "slot", 300);
     tcase_add_loop_test(tl, slot_layout_matches_align, 0, (int)(sizeof SLOT_SCHEMES / sizeof SLOT_SCHEMES[0]));
+    /* CK_RUN_CASE=gemv: M = 1 on the matrix-vector kernels, stage by stage (host forwards of one token, seconds) */
+    TCase *tg = gpu_tcase(s, "gemv", 300);
+    tcase_add_loop_test(tg, gemv_within_bounds, 0, (int)(sizeof GV_SCHEMES / sizeof GV_SCHEMES[0]));
     /* its own case: CK_RUN_CASE=persistent runs it alone (no host forward, seconds) */
     TCase *tw = gpu_tcase(s, "persistent", 600);
     tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));

@@ -1,0 +1,94 @@
+/* The 8-bit activation quantization's device pieces, shared by the
+ * quantization kernel (fast.cu's quant_rows_kernel) and the M = 1
+ * matrix-vector kernels that quantize x and h in their own CTAs
+ * (fast_gemv.cu): the statistics of a scale group, the reference's rule
+ * (reference/quant_core.h) and the element encoding, so both give the
+ * reference's codes and scales bit for bit. */
+#ifndef MOE_OPTIMIZED_CUDA_FAST_QUANT_CUH
+#define MOE_OPTIMIZED_CUDA_FAST_QUANT_CUH
+
+#include <stdint.h>
+#include <type_traits>
+#include "reference/quant_core.h"
+#include "fast_e4m3.cuh"
+#include "fast_qstep.cuh"
+
+namespace fx {
+
+/* the reference's statistics of one scale group from its reductions
+ * (max |x| over the non-NaN elements, signed max / min, a NaN flag; maxima
+ * are exact in any order) */
+__device__ __forceinline__ moe_q_stats group_stats(float ai, float mx, float mn, int nan)
+{
+    moe_q_stats st;
+    st.amax_prop = st.amax_ign = ai, st.vmax = mx, st.vmin = mn;
+    if (nan) st.amax_prop = st.vmax = st.vmin = moe_u32_as_f32(0x7FC00000u);
+    return st;
+}
+
+__device__ __forceinline__ void warp_stats(float &ai, float &mx, float &mn, int &nan)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        ai = fmaxf(ai, __shfl_xor_sync(0xffffffffu, ai, o));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
+        nan |= __shfl_xor_sync(0xffffffffu, nan, o);
+    }
+}
+
+/* fmaxf / fminf skip a NaN operand, so no branch a NaN */
+__device__ __forceinline__ void stats_add(float v, float &ai, float &mx, float &mn, int &nan)
+{
+    nan |= v != v;
+    ai = fmaxf(ai, fabsf(v)), mx = fmaxf(mx, v), mn = fminf(mn, v);
+}
+
+/* eight bf16 values of a 16-byte chunk as f32 (exact) */
+__device__ __forceinline__ void bf16x8_f32(const uint4 &v, float *f)
+{
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) f[2 * i] = __uint_as_float(w[i] << 16), f[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+}
+
+/* the code of a value after the reference's step (moe_qc_step): e4m3 in
+ * hardware (fast_e4m3.cuh), int8 the reference's */
+template <bool E4> __device__ __forceinline__ uint32_t ref_code(float v)
+{
+    return E4 ? e4m3x2(v, 0.0f) & 0xFFu : (uint32_t)moe_qc_encode(MOE_I8, v);
+}
+
+/* the codes of N elements (even N), packed low byte first: the fast step
+ * (fast_qstep.cuh) or, for a group with a NaN or an infinity, the
+ * reference's */
+template <int N, bool E4, bool DIV, bool FAST>
+__device__ __forceinline__ void codes_of(const float *f, const qstep &qs, const moe_quant_spec &spec,
+                                         const moe_q_group &grp, uint32_t *w)
+{
+#pragma unroll
+    for (int i = 0; i < N; i += 2) {
+        uint32_t c;
+        if (FAST) {
+            c = qstep_code2<E4>(qstep_value<DIV>(qs, f[i]), qstep_value<DIV>(qs, f[i + 1]));
+        } else {
+            const float a = moe_qc_step(&spec, &grp, f[i]), b = moe_qc_step(&spec, &grp, f[i + 1]);
+            c = ref_code<E4>(a) | ref_code<E4>(b) << 8;
+        }
+        w[i >> 2] |= c << (8 * (i & 3));
+    }
+}
+
+/* calls f(div, fast) with the group's form of the element step as
+ * compile-time constants (std::true_type / false_type), so a loop holds
+ * one form */
+template <class F> __device__ __forceinline__ void with_form(bool fast, bool div, F f)
+{
+    if (fast && div) f(std::true_type(), std::true_type());
+    else if (fast) f(std::false_type(), std::true_type());
+    else f(std::false_type(), std::false_type());
+}
+
+
+} // namespace fx
+
+#endif
