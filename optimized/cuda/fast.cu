@@ -1194,8 +1194,9 @@ extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const
         /* the e4m3 wgmma tiles (64x128W, 128x128, the swapped decode tiles) */
         if (plan->bm1 >= 64 || plan->swapped) m.acc_bits = 14, m.promote_k = 128;
     }
-    /* the matrix-vector kernels (plan.gemv): mma.sync steps over the whole k chain (GEMV2's parts of K and the
-     * block scheme's promotions add f32 sums: roundings after the tensor cores, within gemm_D's ceil(K / 128)) */
+    /* the matrix-vector kernels (plan.gemv): mma.sync steps over the whole k chain (both GEMVs' parts of K, at
+     * most ceil(K / 128) of them, and the block scheme's promotions add f32 sums: roundings after the tensor
+     * cores, within gemm_D's ceil(K / 128)) */
     if (plan->gemv) m.acc_bits = 24, m.promote_k = 0;
     if (k == KIND_W4) m.dev = 0x1p-8; /* int4 decode tiles: c * s unrounded against round_bf16(c * s) */
     return m;

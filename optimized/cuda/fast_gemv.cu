@@ -9,8 +9,9 @@
  *
  *   GEMV1   each CTA quantizes x itself (one row: the reference's rule and
  *           encoding, fast_quant.cuh, so the same codes and scales), then
- *           each warp takes units of 8 h columns of one slot (its 8 gate and
- *           8 up weight rows, all of K) and writes h (gated activation);
+ *           takes units of 8 h columns of one slot (its 8 gate and 8 up
+ *           weight rows), its warps over parts of K (parts_for), and writes
+ *           h (gated activation);
  *   GEMV2   a CTA per 16 output columns; its warps quantize the slots' h
  *           rows into shared memory, each warp multiplies one slot's weight
  *           rows over a part of K, and the CTA applies the router weights and

@@ -1619,6 +1619,17 @@ START_TEST(gemv_within_bounds)
             ck_assert_int_eq(plan->gemv, gv ? strcmp(gv, "0") != 0 : c->I <= 1024);
             if (plan->gemv) ck_assert_int_eq(plan->launches, 2);
             plan->gemv = 1;
+            if (w16 && ci == 0 && !atomic) { /* a two-token plan that says gemv: refused before any launch */
+                moe_cuda_fx_problem p2 = f.p;
+                moe_cuda_fx_plan pl2;
+                p2.M = 2;
+                ck_assert_int_eq(moe_cuda_fx_plan_make(&p2, &pl2), MOE_OK);
+                ck_assert_int_eq(pl2.gemv, 0);
+                pl2.gemv = 1;
+                const moe_cuda_fx_args a2 = fargs(&f);
+                ck_assert_int_eq(moe_cuda_fx_forward(&p2, &pl2, &a2, f.ws, NULL), MOE_ERR_INVALID_ARG);
+                ck_assert_msg(strstr(moe_last_error(), "gemv") != NULL, "%s", moe_last_error());
+            }
             char desc[128];
             moe_cuda_fx_tiles(plan, desc, sizeof desc);
             ck_assert_msg(strstr(desc, "matrix-vector") != NULL, "%s", desc);
