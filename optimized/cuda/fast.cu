@@ -273,34 +273,24 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     if constexpr (GR == MOE_GRAN_GROUP) { /* cols % group_k == 0, group_k a multiple of 32 */
         const int G = spec.group_k, ng = cols / G;
         for (int gi = blockIdx.y * nw + w; gi < ng; gi += gridDim.y * nw) {
-            float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF, f[4];
-            int nan = 0;
             if (G == 128) { /* 4 adjacent elements a lane, one 8-byte load */
-                const uint2 v = ((const uint2 *)(xr + gi * G))[lane];
-                f[0] = __uint_as_float(v.x << 16), f[1] = __uint_as_float(v.x & 0xFFFF0000u);
-                f[2] = __uint_as_float(v.y << 16), f[3] = __uint_as_float(v.y & 0xFFFF0000u);
-#pragma unroll
-                for (int i = 0; i < 4; i++) stats_add(f[i], ai, mx, mn, nan);
-            } else {
-#pragma unroll 4
-                for (int c = lane; c < G; c += 32) stats_add(__bfloat162float(xr[gi * G + c]), ai, mx, mn, nan);
+                float sc;
+                const uint32_t c = fx::group128_codes<E4>(((const uint2 *)(xr + gi * G))[lane], spec, &sc);
+                if (lane == 0) scale[r * ng + gi] = sc;
+                ((uint32_t *)(qr + gi * G))[lane] = c;
+                continue;
             }
+            float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
+            int nan = 0;
+#pragma unroll 4
+            for (int c = lane; c < G; c += 32) stats_add(__bfloat162float(xr[gi * G + c]), ai, mx, mn, nan);
             warp_stats(ai, mx, mn, nan);
             const moe_q_stats st = group_stats(ai, mx, mn, nan);
             moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
             if (lane == 0) scale[r * ng + gi] = grp.scale;
-            const bool fast = fx::qstep_make(spec, grp, ai, nan, qs);
-            if (G == 128) {
-                uint32_t c = 0;
-                with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
-                    codes_of<4, E4, decltype(div)::value, decltype(fst)::value>(f, qs, spec, grp, &c);
-                });
-                ((uint32_t *)(qr + gi * G))[lane] = c;
-            } else {
-                for (int c = lane; c < G; c += 32) {
-                    const float v = moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c]));
-                    qr[gi * G + c] = (uint8_t)ref_code<E4>(v);
-                }
+            for (int c = lane; c < G; c += 32) {
+                const float v = moe_qc_step(&spec, &grp, __bfloat162float(xr[gi * G + c]));
+                qr[gi * G + c] = (uint8_t)ref_code<E4>(v);
             }
         }
         return; /* (the rest of the body is dead code in this instantiation) */
@@ -944,7 +934,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     /* one token: two matrix-vector kernels (fast_gemv.cu) where I <= 1024 (NOTES.md v28, same binary, two rounds,
      * 4 shapes x the 5 schemes at M = 1: Qwen3-30B-A3B (I 768) 8-bit 16-26% faster, bf16 2-3%; gpt-oss-120b
      * int8 10% faster, its other schemes 1-5% slower; Mixtral-8x7B within -3 / +3%; DeepSeek-V3 8-16% slower,
-     * where the tiles stream at 64-88% of the read floor already). MOE_FX_GEMV=0 / 1: never / wherever it fits */
+     * where the tiles already stream at 70-88% of the read floor). MOE_FX_GEMV=0 / 1: never / wherever it fits */
     const int gk = gemv_kind(kind);
     plan->gemv = plan->slot_layout && gk >= 0 && fx::gemv_fits(gk, p->topk, p->H, p->I) && env_flag("MOE_FX_GEMV", p->I <= 1024);
     const int cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);

@@ -43,9 +43,8 @@ namespace {
 
 constexpr int GV_U = 2;     /* 128-byte chunks a warp loads a row before it multiplies the ones before */
 constexpr int GV_MAXW = 16; /* warps of a CTA at most (GEMV2: top-k <= 16) */
-/* K's parts a unit (one warp each): about 4 chunks a warp, so a warp's stream is two or three memory round
- * trips (with one warp a unit, ncu put Qwen3-30B-A3B's fp8 GEMV1 at 14 us and 1.75 TB/s: 8 round trips a
- * warp, NOTES.md v28), at most 8, and at most ceil(K / 128): each part's sum adds one f32 rounding, within
+/* K's parts a unit (one warp each): about 4 chunks a warp, so a warp's stream is a few memory round trips
+ * (with one warp a unit of 16 chunks, ncu put Qwen3-30B-A3B's fp8 GEMV1 at 14 us and 1.75 TB/s, NOTES.md v28), at most 8, and at most ceil(K / 128): each part's sum adds one f32 rounding, within
  * gemm_D's ceil(K / 128) (fast.cu's model) */
 int parts_for(int K, int elem, int most)
 {
@@ -94,22 +93,9 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
     qstep qs;
     if constexpr (GR == MOE_GRAN_GROUP) { /* n % 128 == 0 (gemv_fits) */
         for (int c = lo; c < hi; c += 128) {
-            const uint2 v = __ldcg((const uint2 *)(row + c) + lane);
-            float f[4] = {__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
-                          __uint_as_float(v.y & 0xFFFF0000u)};
-            float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
-            int nan = 0;
-#pragma unroll
-            for (int i = 0; i < 4; i++) stats_add(f[i], ai, mx, mn, nan);
-            warp_stats(ai, mx, mn, nan);
-            const moe_q_stats st = group_stats(ai, mx, mn, nan);
-            moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
-            if (lane == 0) ssc[r * (n / 128) + c / 128] = grp.scale;
-            const bool fast = qstep_make(spec, grp, ai, nan, qs);
-            uint32_t code = 0;
-            with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
-                codes_of<4, E4, decltype(div)::value, decltype(fst)::value>(f, qs, spec, grp, &code);
-            });
+            float sc;
+            const uint32_t code = group128_codes<E4>(__ldcg((const uint2 *)(row + c) + lane), spec, &sc);
+            if (lane == 0) ssc[r * (n / 128) + c / 128] = sc;
             ((uint32_t *)(qr + c))[lane] = code;
         }
         __syncthreads();

@@ -89,6 +89,32 @@ template <class F> __device__ __forceinline__ void with_form(bool fast, bool div
 }
 
 
+/* one 128-group held by a warp, four adjacent bf16 values a lane (v: the
+ * lane's 8 bytes): the group's statistics over the warp, the reference's
+ * rule and the lane's four codes (low byte first, the fast step where the
+ * group allows it); the group's scale in *scale (every lane) */
+template <bool E4> __device__ __forceinline__ uint32_t group128_codes(const uint2 &v, const moe_quant_spec &spec, float *scale)
+{
+    float f[4] = {__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
+                  __uint_as_float(v.y & 0xFFFF0000u)};
+    float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
+    int nan = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) stats_add(f[i], ai, mx, mn, nan);
+    warp_stats(ai, mx, mn, nan);
+    const moe_q_stats st = group_stats(ai, mx, mn, nan);
+    moe_q_group grp;
+    moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
+    *scale = grp.scale;
+    qstep qs;
+    const bool fast = qstep_make(spec, grp, ai, nan, qs);
+    uint32_t code = 0;
+    with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
+        codes_of<4, E4, decltype(div)::value, decltype(fst)::value>(f, qs, spec, grp, &code);
+    });
+    return code;
+}
+
 } // namespace fx
 
 #endif
