@@ -26,8 +26,9 @@
  * the pieces' bytes stand for the k positions the fragment layout gives
  * the lane; the token's bytes are taken at the same offsets, so each
  * product pairs the same k in both operands and a chunk of 128 bytes is
- * four steps (k order within a step does not enter the accumulation model:
- * fast.h moe_cuda_fx_model, the mma.sync one, k_step products a step).
+ * four mma instructions (k order within a step does not enter the
+ * accumulation model: fast.h moe_cuda_fx_model, the mma.sync one, k_step
+ * products a step; e4m3's steps are 16, the chip's f16 HMMA).
  * The block scheme's 128-groups are exactly those chunks, promoted as
  * fast_gemm.cuh's ktile_promote does. */
 #include <cuda_bf16.h>
@@ -44,8 +45,9 @@ namespace {
 constexpr int GV_U = 2;     /* 128-byte chunks a warp loads a row before it multiplies the ones before */
 constexpr int GV_MAXW = 16; /* warps of a CTA at most (GEMV2: top-k <= 16) */
 /* K's parts a unit (one warp each): about 4 chunks a warp, so a warp's stream is a few memory round trips
- * (with one warp a unit of 16 chunks, ncu put Qwen3-30B-A3B's fp8 GEMV1 at 14 us and 1.75 TB/s, NOTES.md v28), at most 8, and at most ceil(K / 128): each part's sum adds one f32 rounding, within
- * gemm_D's ceil(K / 128) (fast.cu's model) */
+ * (with one warp a unit of 16 chunks, ncu put Qwen3-30B-A3B's fp8 GEMV1 at 14 us and 1.75 TB/s, NOTES.md v28;
+ * 1, 2, 3, 6 or 8 chunks a warp timed no faster there, v29), at most 8, and at most ceil(K / 128): each
+ * part's sum adds one f32 rounding, within gemm_D's ceil(K / 128) (fast.cu's model) */
 int parts_for(int K, int elem, int most)
 {
     const int nch = (K * elem + 127) / 128, k128 = (K + 127) / 128;
@@ -78,9 +80,9 @@ __device__ __forceinline__ void parts_of(int n, int S, int q, int &lo, int &hi)
     lo = q * nch / S * 128, hi = min((q + 1) * nch / S * 128, n);
 }
 
-template <int GR, bool E4>
+template <int GR, bool E4, class F>
 __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, unsigned valid, const moe_quant_spec &spec,
-                          uint8_t *dst, float *ssc, float *s_part)
+                          uint8_t *dst, float *ssc, float *s_part, F after_loads)
 {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5, S = nw / R;
     const int r = w % R, q = w / R;
@@ -92,9 +94,11 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
     moe_q_group grp;
     qstep qs;
     if constexpr (GR == MOE_GRAN_GROUP) { /* n % 128 == 0 (gemv_fits) */
+        const uint2 first = lo < hi ? __ldcg((const uint2 *)(row + lo) + lane) : make_uint2(0, 0);
+        after_loads();
         for (int c = lo; c < hi; c += 128) {
             float sc;
-            const uint32_t code = group128_codes<E4>(__ldcg((const uint2 *)(row + c) + lane), spec, &sc);
+            const uint32_t code = group128_codes<E4>(c == lo ? first : __ldcg((const uint2 *)(row + c) + lane), spec, &sc);
             if (lane == 0) ssc[r * (n / 128) + c / 128] = sc;
             ((uint32_t *)(qr + c))[lane] = code;
         }
@@ -112,6 +116,7 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
         const int c = lo / 8 + lane + 32 * k;
         hold[k] = c < hi / 8 ? __ldcg((const uint4 *)row + c) : make_uint4(0, 0, 0, 0);
     }
+    after_loads();
     auto add8 = [&](const uint4 &v) {
         float f[8];
         bf16x8_f32(v, f);
@@ -156,13 +161,18 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
     __syncthreads();
 }
 
-/* a bf16 row part copied into shared memory (bf16's operand: no quantization) */
-__device__ void copy_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, unsigned valid, uint8_t *dst)
+/* a bf16 row part copied into shared memory (bf16's operand: no quantization), the thread's first piece
+ * loaded before after_loads as quant_cta's */
+template <class F>
+__device__ void copy_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, unsigned valid, uint8_t *dst, F after_loads)
 {
-    for (int i = threadIdx.x; i < R * (n / 8); i += blockDim.x) {
-        const int r = i / (n / 8), c = i % (n / 8);
-        if (valid >> r & 1u) ((uint4 *)(dst + (int64_t)r * n * 2))[c] = __ldcg((const uint4 *)(src + r * ld) + c);
-    }
+    auto ok = [&](int i) { return i < R * (n / 8) && (valid >> (i / (n / 8)) & 1u); };
+    auto at = [&](int i) { return (const uint4 *)(src + (i / (n / 8)) * ld) + i % (n / 8); };
+    const int i0 = threadIdx.x;
+    const uint4 first = ok(i0) ? __ldcg(at(i0)) : make_uint4(0, 0, 0, 0);
+    after_loads();
+    for (int i = i0; i < R * (n / 8); i += blockDim.x)
+        if (ok(i)) ((uint4 *)(dst + (int64_t)(i / (n / 8)) * n * 2))[i % (n / 8)] = i == i0 ? first : __ldcg(at(i));
     __syncthreads();
 }
 
@@ -284,21 +294,24 @@ __global__ void __launch_bounds__(GV_MAXW * 16, 2) gemv1_kernel(gemm_params p, g
         return ok;
     };
     int u = blockIdx.x;
-    bool live = u < units && start(u);
+    bool live = false;
+    /* the first unit's chunks go out after x's loads, so x's quantization runs while they stream (NOTES.md
+     * v29: with x loaded after them, x's first use held 15% of GEMV1's sampled stalls; 1-3% faster forwards) */
+    auto first = [&]() { live = u < units && start(u); };
     if (blockIdx.x == 0 && threadIdx.x < p.topk) {
         const int e = p.slot_ids[threadIdx.x];
         p.row_of_slot[threadIdx.x] = e >= 0 && e < p.E ? (int)threadIdx.x * p.slot_bm : -1;
     }
     const __nv_bfloat16 *x = (const __nv_bfloat16 *)io.x;
     if constexpr (Q8) {
-        quant_cta<GR, std::is_same<T, __nv_fp8_e4m3>::value>(x, 0, 1, H, 1u, io.as, xop, ssx, s_part);
+        quant_cta<GR, std::is_same<T, __nv_fp8_e4m3>::value>(x, 0, 1, H, 1u, io.as, xop, ssx, s_part, first);
         if (blockIdx.x == 0) { /* the trace's copy (fast.h: MOE_FX_XQ, MOE_FX_SX) */
             for (int i = threadIdx.x; i < H / 16; i += blockDim.x) ((uint4 *)io.xq)[i] = ((const uint4 *)xop)[i];
             const int ns = GR == MOE_GRAN_GROUP ? H / 128 : 1;
             for (int i = threadIdx.x; i < ns; i += blockDim.x) io.sx[i] = ssx[i];
         }
     } else {
-        copy_cta(x, 0, 1, H, 1u, xop);
+        copy_cta(x, 0, 1, H, 1u, xop, first);
     }
     /* GEMV2 may launch: it streams its first weight chunks, then waits for this grid */
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -378,7 +391,7 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
     const int ng = K / 128;
     float *ssh = (float *)(gsm + (((int64_t)topk * rowb + 15) & ~15));
     if constexpr (Q8) {
-        quant_cta<GR, std::is_same<T, __nv_fp8_e4m3>::value>(h, ldh, topk, K, valid, io.as, hop, ssh, s_part);
+        quant_cta<GR, std::is_same<T, __nv_fp8_e4m3>::value>(h, ldh, topk, K, valid, io.as, hop, ssh, s_part, [] {});
         if (blockIdx.x == 0) { /* the trace's copy: h's codes at the slots' rows, their scales */
             for (int i = threadIdx.x; i < topk * (K / 16); i += blockDim.x) {
                 const int r = i / (K / 16), c = i % (K / 16);
@@ -391,7 +404,7 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
             }
         }
     } else {
-        copy_cta(h, ldh, topk, K, valid, hop);
+        copy_cta(h, ldh, topk, K, valid, hop, [] {});
     }
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (live && q < S) rp.run(hop + (int64_t)j * rowb, acc, [&](int c) { return ssh[j * ng + c]; });
