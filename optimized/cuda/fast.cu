@@ -1180,14 +1180,16 @@ extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const
     const Kind k = kind_of(p->scheme);
     if (k == KIND_I8) m.exact = 1;
     if (k == KIND_FP8 || k == KIND_FP8_BLOCK) {
-        m.k_step = 32;
-        /* the e4m3 wgmma tiles (64x128W, 128x128, the swapped decode tiles) */
-        if (plan->bm1 >= 64 || plan->swapped) m.acc_bits = 14, m.promote_k = 128;
+        /* e4m3 mma.sync (the 16-row tiles, the GEMVs) runs on this chip as two HMMA.16816.F32 on f16 operands
+         * behind F2FP unpacks (SASS: NOTES.md v16, v29), so 16 products a step; the e4m3 wgmma tiles (64x128W,
+         * 128x128, the swapped decode tiles) take 32 a step */
+        m.k_step = 16;
+        if (plan->bm1 >= 64 || plan->swapped) m.k_step = 32, m.acc_bits = 14, m.promote_k = 128;
     }
-    /* the matrix-vector kernels (plan.gemv): mma.sync steps over the whole k chain (both GEMVs' parts of K, at
-     * most ceil(K / 128) of them, and the block scheme's promotions add f32 sums: roundings after the tensor
-     * cores, within gemm_D's ceil(K / 128)) */
-    if (plan->gemv) m.acc_bits = 24, m.promote_k = 0;
+    /* the matrix-vector kernels (plan.gemv): mma.sync steps of 16 over the whole k chain, whatever tile form the
+     * plan names beside them (both GEMVs' parts of K, at most ceil(K / 128) of them, and the block scheme's
+     * promotions add f32 sums: roundings after the tensor cores, within gemm_D's ceil(K / 128)) */
+    if (plan->gemv) m.k_step = 16, m.acc_bits = 24, m.promote_k = 0;
     if (k == KIND_W4) m.dev = 0x1p-8; /* int4 decode tiles: c * s unrounded against round_bf16(c * s) */
     return m;
 }

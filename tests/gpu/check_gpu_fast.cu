@@ -1633,6 +1633,12 @@ START_TEST(gemv_within_bounds)
             char desc[128];
             moe_cuda_fx_tiles(plan, desc, sizeof desc);
             ck_assert_msg(strstr(desc, "matrix-vector") != NULL, "%s", desc);
+            /* the GEMVs' model: mma.sync steps of 16 (e4m3 too: f16 HMMA on sm_90, NOTES.md v29) in f32, whatever
+             * tile flags the plan carries beside gemv */
+            const moe_fused_model gm = moe_cuda_fx_model(pp, plan);
+            ck_assert_int_eq(gm.k_step, 16);
+            ck_assert_int_eq(gm.acc_bits, 24);
+            ck_assert_int_eq(gm.promote_k, 0);
             uint16_t *o = w16 ? run_forward(&f) : q8_run(&q);
             moe_fused_inputs in = {w16 ? &f.x : &q.x, w16 ? &f.ids : &q.ids, w16 ? &f.w : &q.w, w16 ? &f.w1 : &q.w1q,
                                    w16 ? NULL : &q.w1s, w16 ? &f.w2 : &q.w2q, w16 ? NULL : &q.w2s};
