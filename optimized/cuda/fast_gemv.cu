@@ -73,7 +73,9 @@ __device__ __forceinline__ uint32_t word(const uint4 &v, int i) { return i == 0 
  * w / R of S = nw / R parts of 128-chunks (parts_of); the statistics of a
  * row (ROW) or of all rows (TENSOR) are reduced across warps in s_part,
  * a 128-group's (GROUP) inside its warp. Codes and scales are the
- * reference's (quant_rows_kernel's steps, fast_quant.cuh). */
+ * reference's (quant_rows_kernel's steps, fast_quant.cuh). after_loads
+ * runs in every thread once its first loads of the rows are out (GEMV1
+ * starts its weight chunks there, so they queue behind x's loads). */
 __device__ __forceinline__ void parts_of(int n, int S, int q, int &lo, int &hi)
 {
     const int nch = (n + 127) / 128;
@@ -296,7 +298,8 @@ __global__ void __launch_bounds__(GV_MAXW * 16, 2) gemv1_kernel(gemm_params p, g
     int u = blockIdx.x;
     bool live = false;
     /* the first unit's chunks go out after x's loads, so x's quantization runs while they stream (NOTES.md
-     * v29: with x loaded after them, x's first use held 15% of GEMV1's sampled stalls; 1-3% faster forwards) */
+     * v29: with x loaded after them, x's first use held 15% of GEMV1's sampled stalls; Qwen3 8-bit forwards
+     * 0-3% faster) */
     auto first = [&]() { live = u < units && start(u); };
     if (blockIdx.x == 0 && threadIdx.x < p.topk) {
         const int e = p.slot_ids[threadIdx.x];
