@@ -44,7 +44,9 @@
  * (promotion: the tensor cores' fp8 accumulation keeps fewer bits than
  * f32 over long k chains; CUTLASS's non-fast-accum fp8 kernels and
  * DeepGEMM promote the same way), waiting for each k tile's wgmma before
- * the add (NOTES.md v9: why not two partial buffers). int8 accumulates in
+ * the add (NOTES.md v9: why not two partial buffers); the swapped decode
+ * tiles with epilogue scales keep two, and add one k tile's sums while the
+ * next one's wgmma runs (v30, gemm_kernel). int8 accumulates in
  * s32 (exact) and converts once in the epilogue; it has no k-tile scales
  * and no wgmma tile (promote reads f32 partial sums). */
 #ifndef MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
@@ -370,30 +372,87 @@ template <class C, int EPI, int QS> struct ktile_promote {
     }
 };
 
+/* The epilogue's operands that come from memory: each of the thread's rows'
+ * slot, activation scale and router weight, and the weight scale of each of
+ * its accumulator columns. A decode tile loads them before its k loop
+ * (gemm_kernel), so they arrive under the weight stream: loaded in the
+ * epilogue they were a chain of round trips behind its stores (a load may
+ * not move above a store that may alias it), about a fifth of an e4m3 decode
+ * CTA's time (NOTES.md v30). Tiles of more than 8 n8 fragments a warp load
+ * them in the epilogue (registers). */
+template <class C, int EPI, int QS> struct epi_ops {
+    static constexpr bool ON = C::NF <= 8;
+    static constexpr int R = ON ? C::MF : 1, F = ON ? C::NF : 1;
+    int slot[R][2];
+    float sa[R][2], wgt[R][2], ws[F][2];
+    __device__ __forceinline__ void load(const gemm_params &p, int row0, int nt, int e, int wm, int wn, int lane)
+    {
+        if constexpr (ON) {
+            const int g = lane >> 2, t2 = (lane & 3) * 2;
+            const bool esc = QS == QS_EPILOGUE && p.w_scale;
+#pragma unroll
+            for (int mi = 0; mi < C::MF; mi++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8, sl = slot_at(p, r);
+                    slot[mi][h] = sl;
+                    sa[mi][h] = esc && p.a_scale && sl >= 0 ? p.a_scale[a_sidx(p, r)] : 1.0f;
+                    wgt[mi][h] = (EPI == EPI_WSTORE || EPI == EPI_WATOMIC) && sl >= 0 ? p.topk_w[sl] : 1.0f;
+                }
+#pragma unroll
+            for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) {
+                    int n;
+                    bool in;
+                    if (EPI == EPI_GATED) { /* fragment 2q: gate columns, 2q + 1: up (the epilogue's pairing) */
+                        const int col = nt * (C::TBN / 2) + ((wn * C::WTN) / 16 + (ni >> 1)) * 8 + t2 + c;
+                        in = col < p.I, n = (ni & 1) ? p.I + col : col;
+                    } else {
+                        n = nt * C::TBN + wn * C::WTN + ni * 8 + t2 + c;
+                        in = n < p.N;
+                    }
+                    ws[ni][c] = esc && in ? p.w_scale[w_sidx(p, e, n)] : 1.0f;
+                }
+        }
+    }
+};
+
 /* The epilogue of a BM x BN tile (the Epi list at the top): warp (wm, wn)
  * of a WM x WN grid holds acc[MF][NF][4] in mma.sync's fragment layout
  * (a wgmma warpgroup's m64 accumulator is the same layout, warp by warp) */
 template <class T, class C, int EPI, int QS>
 __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::MF][C::NF][4], int row0, int nt, int e,
-                                         int wm, int wn, int lane)
+                                         int wm, int wn, int lane, const epi_ops<C, EPI, QS> *pre = nullptr)
 {
     typedef typename tc<T>::out_t TO;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
     /* epilogue scales (QS = 0): acc * a_scale(row) * w_scale(e, n), f32, in that order */
     const bool esc = QS == QS_EPILOGUE && p.w_scale;
+    constexpr bool PRE_ON = epi_ops<C, EPI, QS>::ON;
+    /* the weight scale of fragment ni's column c, weight row n (pre: loaded before the k loop) */
+    auto wsc = [&](int ni, int c, int n) {
+        if constexpr (PRE_ON)
+            if (pre) return pre->ws[ni][c];
+        return p.w_scale[w_sidx(p, e, n)];
+    };
     float hmax = 0.0f; /* GATED with amax_out: max |h| this thread stored on real rows */
 #pragma unroll
     for (int mi = 0; mi < C::MF; mi++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = row0 + wm * C::WTM + mi * 16 + g + h * 8;
-            const int slot = slot_at(p, r);
+            int slot;
+            if constexpr (PRE_ON) slot = pre ? pre->slot[mi][h] : slot_at(p, r);
+            else slot = slot_at(p, r);
             /* pad row: nothing to store (GATED too: GEMM2 zero-fills pad rows
              * of A and the 8-bit quantization reads the slots' rows only; a
              * decode tile of 16 rows holds 1-4 real ones, and computing the
              * activation of the others took most of GEMM1's epilogue, NOTES.md v22) */
             if (slot < 0) continue;
-            const float sa = esc && p.a_scale ? p.a_scale[a_sidx(p, r)] : 1.0f;
+            float sa;
+            if constexpr (PRE_ON) sa = pre ? pre->sa[mi][h] : esc && p.a_scale ? p.a_scale[a_sidx(p, r)] : 1.0f;
+            else sa = esc && p.a_scale ? p.a_scale[a_sidx(p, r)] : 1.0f;
             if (EPI == EPI_GATED) {
                 TO *hrow = (TO *)p.out + (int64_t)r * p.I;
                 /* the activation fixed at compile time: silu(g) * u and
@@ -429,7 +488,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
 #pragma unroll
                         for (int c = 0; c < 2; c++) {
                             float ga = tc<T>::acc(acc[mi][2 * q][h * 2 + c]), ua = tc<T>::acc(acc[mi][2 * q + 1][h * 2 + c]);
-                            if (esc) ga = (ga * sa) * p.w_scale[w_sidx(p, e, col + c)], ua = (ua * sa) * p.w_scale[w_sidx(p, e, p.I + col + c)];
+                            if (esc) ga = (ga * sa) * wsc(2 * q, c, col + c), ua = (ua * sa) * wsc(2 * q + 1, c, p.I + col + c);
                             const float g = tc<TO>::f32(tc<TO>::rnd(ga)), u = tc<TO>::f32(tc<TO>::rnd(ua));
                             v2[c] = tc<TO>::rnd(silu  ? (bad ? silu_fast(g, *bad) : moe_siluf(g)) * u
                                                 : oai ? moe_act_swigluoai(g, u, a.alpha, a.limit)
@@ -451,13 +510,17 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                 else if (p.act.act == MOE_ACT_SWIGLUOAI) row(std::integral_constant<int, MOE_ACT_SWIGLUOAI>());
                 else row(std::integral_constant<int, -1>());
             } else {
-                const float wgt = EPI == EPI_STORE ? 1.0f : p.topk_w[slot];
+                float wgt = 1.0f;
+                if constexpr (EPI != EPI_STORE) {
+                    if constexpr (PRE_ON) wgt = pre ? pre->wgt[mi][h] : p.topk_w[slot];
+                    else wgt = p.topk_w[slot];
+                }
 #pragma unroll
                 for (int ni = 0; ni < C::NF; ni++) {
                     const int n = nt * C::TBN + wn * C::WTN + ni * 8 + t2;
                     if (EPI == EPI_WSTORE && !(p.N & 1) && n + 1 < p.N) { /* one 4-byte store for the pair */
                         const float v0 = tc<T>::acc(acc[mi][ni][h * 2]), v1 = tc<T>::acc(acc[mi][ni][h * 2 + 1]);
-                        const float u0 = esc ? (v0 * sa) * p.w_scale[w_sidx(p, e, n)] : v0, u1 = esc ? (v1 * sa) * p.w_scale[w_sidx(p, e, n + 1)] : v1;
+                        const float u0 = esc ? (v0 * sa) * wsc(ni, 0, n) : v0, u1 = esc ? (v1 * sa) * wsc(ni, 1, n + 1) : v1;
                         TO v2[2] = {tc<TO>::rnd(u0 * wgt), tc<TO>::rnd(u1 * wgt)};
                         *(uint32_t *)((TO *)p.out + (int64_t)r * p.N + n) =
                             (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
@@ -467,7 +530,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                     for (int c = 0; c < 2; c++) {
                         if (n + c >= p.N) continue;
                         float v = tc<T>::acc(acc[mi][ni][h * 2 + c]);
-                        if (esc) v = (v * sa) * p.w_scale[w_sidx(p, e, n + c)];
+                        if (esc) v = (v * sa) * wsc(ni, c, n + c);
                         if (EPI == EPI_STORE) {
                             if (p.bias) v = v + p.bias[(int64_t)e * p.N + n + c];
                             const int64_t o = (int64_t)slot * p.N + n + c;
@@ -755,17 +818,27 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
         if (s < KT) load(s, s, true, !p.pdl_prefetch);
         cp_async_commit();
     }
+    epi_ops<C, EPI, QS> eo; /* after the first stages' loads: it arrives under the weight stream */
+    eo.load(p, row0, nt, e, wm, wn, lane);
     /* the top of every k iteration: tile kt landed, the next load issued */
-    auto next_tile = [&](int kt) {
+    auto land = [&](int kt) {
         cp_async_wait<PF - 1>();
         if (tma) mbar_wait(tbar0 + 8 * (kt % STAGES), (kt / STAGES) & 1);
         /* the copy engine wrote through the generic proxy; wgmma reads
          * through the async proxy (HOPPER.md: fence, then the barrier) */
         if (WG) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads(); /* tile kt landed for every thread; stage (kt + PF) % STAGES is free */
+        __syncthreads(); /* tile kt landed for every thread */
+        return sbase + (kt % STAGES) * C::STAGE_BYTES;
+    };
+    /* stage (kt + PF) % STAGES is free: no MMA of an earlier tile reads it */
+    auto refill = [&](int kt) {
         if (kt + PF < KT) load((kt + PF) % STAGES, kt + PF, true, true);
         cp_async_commit();
-        return sbase + (kt % STAGES) * C::STAGE_BYTES;
+    };
+    auto next_tile = [&](int kt) {
+        const uint32_t sa = land(kt);
+        refill(kt);
+        return sa;
     };
     /* SW: the decode tiles with the operands swapped: the weights are
      * wgmma's A (BN / 64 blocks of 64 rows), the BM = 16 / 32 token rows its B (n16 / n32;
@@ -796,30 +869,84 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
 #pragma unroll
                 for (int h = 0; h < 2; h++) swi[mb][h] = w_sidx(p, e, b_row<EPI, BN>(p, nt, mb * 64 + warp * 16 + g + 8 * h));
         }
-        for (int kt = 0; kt < KT; kt++) {
-            const uint32_t sa = next_tile(kt), sb = sa + BM * 128;
+        /* the k tile's wgmma into d (e4m3: d = this tile's sums; else d accumulates) */
+        auto sw_issue = [&](float (&d)[NB][SWR], uint32_t sa) {
+            const uint32_t sb = sa + BM * 128;
             const uint64_t db = smem_desc(sa);
             asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
             for (int mb = 0; mb < NB; mb++) {
                 const uint64_t da = smem_desc(sb + mb * 64 * 128);
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++) wgmma_swap<KW, BM>(sw_d[mb], da + 2 * kk, db + 2 * kk, PROMO ? kk > 0 : 1);
+                for (int kk = 0; kk < 4; kk++) wgmma_swap<KW, BM>(d[mb], da + 2 * kk, db + 2 * kk, PROMO ? kk > 0 : 1);
             }
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-            if constexpr (PROMO) {
-                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                /* d[4j + 2h + c]: weight row 16 warp + g + 8h of the block, token 8j + t2 + c */
+        };
+        /* sw_t += k tile kt's sums d; d[4j + 2h + c]: weight row 16 warp + g + 8h of the block, token 8j + t2 + c */
+        auto sw_add = [&](const float (&d)[NB][SWR], int kt) {
 #pragma unroll
-                for (int mb = 0; mb < NB; mb++)
+            for (int mb = 0; mb < NB; mb++)
 #pragma unroll
-                    for (int i = 0; i < SWR; i++) {
-                        if constexpr (QS == QS_KTILE)
-                            sw_t[mb][i] = sw_t[mb][i] + (sw_d[mb][i] * p.a_scale[sai[i >> 2][i & 1] + kt]) * p.w_scale[swi[mb][(i >> 1) & 1] + kt];
-                        else sw_t[mb][i] = sw_t[mb][i] + sw_d[mb][i];
-                    }
-            } else {
+                for (int i = 0; i < SWR; i++) {
+                    if constexpr (QS == QS_KTILE)
+                        sw_t[mb][i] = sw_t[mb][i] + (d[mb][i] * p.a_scale[sai[i >> 2][i & 1] + kt]) * p.w_scale[swi[mb][(i >> 1) & 1] + kt];
+                    else sw_t[mb][i] = sw_t[mb][i] + d[mb][i];
+                }
+        };
+        if constexpr (PROMO && QS != QS_KTILE) {
+            /* two sets of partial sums: tile kt's wgmma runs while tile kt - 1's
+             * sums are added (the same adds in the same order, so the same
+             * bits); the stage of kt - 1 is refilled after a second barrier,
+             * once every warp has waited for that tile's wgmma, so the loads
+             * stay STAGES - 1 tiles ahead. Both sets zeroed and the loop
+             * unrolled by two (each set a fixed register range): written so,
+             * ptxas keeps the wgmma asynchronous (no C7514 serialization, which
+             * v9's one-loop form of the 128-row tile met). NOTES.md v30: e4m3
+             * M = 1 decode 2-8% faster, M = 16-64 0.5-1.3%. The block scheme
+             * keeps one set: its k-tile scales are loads in the add (1.2%
+             * slower at Mixtral-8x7B M = 64 with two sets) */
+            float sw_e[NB][SWR];
+#pragma unroll
+            for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+                for (int i = 0; i < SWR; i++) sw_e[mb][i] = 0.0f;
+            sw_issue(sw_d, land(0));
+            __syncthreads();
+            refill(0);
+            int kt = 1;
+            for (; kt + 1 < KT; kt += 2) {
+                sw_issue(sw_e, land(kt));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                sw_add(sw_d, kt - 1);
+                __syncthreads();
+                refill(kt);
+                sw_issue(sw_d, land(kt + 1));
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                sw_add(sw_e, kt);
+                __syncthreads();
+                refill(kt + 1);
+            }
+            if (kt < KT) { /* KT even: the last tile into sw_e */
+                sw_issue(sw_e, land(kt));
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                sw_add(sw_d, kt - 1);
+                __syncthreads();
+                refill(kt);
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                sw_add(sw_e, kt);
+            } else {
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                sw_add(sw_d, kt - 1);
+            }
+        } else {
+            for (int kt = 0; kt < KT; kt++) {
+                sw_issue(sw_d, next_tile(kt));
+                if constexpr (PROMO) {
+                    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                    sw_add(sw_d, kt);
+                } else {
+                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                }
             }
         }
     } else if constexpr (PROMO) {
@@ -964,7 +1091,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
             for (int q = 0; q < 4; q++) acc[0][ni][q] = tr[(wm * 16 + g + 8 * (q >> 1)) * S + wn * C::WTN + ni * 8 + t2 + (q & 1)];
     }
 
-    epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, wm, wn, lane);
+    epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, wm, wn, lane, &eo);
 }
 
 /* the dynamic shared-memory limit of one instantiation (above 48 KB needs the attribute) */
