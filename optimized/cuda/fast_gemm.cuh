@@ -372,6 +372,20 @@ template <class C, int EPI, int QS> struct ktile_promote {
     }
 };
 
+/* The first of the two output columns a thread holds in n8 fragment ni of
+ * warp column wn (t2 = 2 (lane % 4)): GATED pairs fragment 2q (gate rows)
+ * with 2q + 1 (up rows) at column gated_col(q) of h; the other epilogues
+ * store fragment ni at column store_col(ni). The epilogue and epi_ops both
+ * index by these. */
+template <class C> __device__ __forceinline__ int gated_col(int nt, int wn, int q, int t2)
+{
+    return nt * (C::TBN / 2) + ((wn * C::WTN) / 16 + q) * 8 + t2;
+}
+template <class C> __device__ __forceinline__ int store_col(int nt, int wn, int ni, int t2)
+{
+    return nt * C::TBN + wn * C::WTN + ni * 8 + t2;
+}
+
 /* The epilogue's operands that come from memory: each of the thread's rows'
  * slot, activation scale and router weight, and the weight scale of each of
  * its accumulator columns. A decode tile loads them before its k loop
@@ -406,10 +420,10 @@ template <class C, int EPI, int QS> struct epi_ops {
                     int n;
                     bool in;
                     if (EPI == EPI_GATED) { /* fragment 2q: gate columns, 2q + 1: up (the epilogue's pairing) */
-                        const int col = nt * (C::TBN / 2) + ((wn * C::WTN) / 16 + (ni >> 1)) * 8 + t2 + c;
+                        const int col = gated_col<C>(nt, wn, ni >> 1, t2) + c;
                         in = col < p.I, n = (ni & 1) ? p.I + col : col;
                     } else {
-                        n = nt * C::TBN + wn * C::WTN + ni * 8 + t2 + c;
+                        n = store_col<C>(nt, wn, ni, t2) + c;
                         in = n < p.N;
                     }
                     ws[ni][c] = esc && in ? p.w_scale[w_sidx(p, e, n)] : 1.0f;
@@ -482,7 +496,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                                    oai = decltype(kind)::value == MOE_ACT_SWIGLUOAI && QS < QS_W4_INT;
 #pragma unroll
                     for (int q = 0; q < C::NF / 2; q++) {
-                        const int col = nt * (C::TBN / 2) + ((wn * C::WTN) / 16 + q) * 8 + t2;
+                        const int col = gated_col<C>(nt, wn, q, t2);
                         if (col >= p.I) continue;
                         TO v2[2];
 #pragma unroll
@@ -517,7 +531,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                 }
 #pragma unroll
                 for (int ni = 0; ni < C::NF; ni++) {
-                    const int n = nt * C::TBN + wn * C::WTN + ni * 8 + t2;
+                    const int n = store_col<C>(nt, wn, ni, t2);
                     if (EPI == EPI_WSTORE && !(p.N & 1) && n + 1 < p.N) { /* one 4-byte store for the pair */
                         const float v0 = tc<T>::acc(acc[mi][ni][h * 2]), v1 = tc<T>::acc(acc[mi][ni][h * 2 + 1]);
                         const float u0 = esc ? (v0 * sa) * wsc(ni, 0, n) : v0, u1 = esc ? (v1 * sa) * wsc(ni, 1, n + 1) : v1;
