@@ -8,6 +8,7 @@
 #include "fast_gemm.cuh"
 #include "fast_gemv.h"
 #include "fast_ws.cuh"
+#include "fast_swp.h"
 #include "fast_e4m3.cuh"
 #include "fast_qstep.cuh"
 #include "fast_quant.cuh"
@@ -542,9 +543,12 @@ template <int BN> struct ew_stages { static constexpr int v = BN == 256 ? 3 : 5;
  * (form WS_ON), and the e4m3 128 x 128 one (NOTES.md v25) and bf16's 128 x 256
  * GEMM1 (gated: its sums handed over rounded, v27) a form with the epilogue
  * in a warpgroup of its own on 5 / 3 stages (WS_EPI_WG) */
-enum { WS_OFF = 0, WS_ON = 1, WS_EPI_WG = 2 };
+enum { WS_OFF = 0, WS_ON = 1, WS_EPI_WG = 2, WS_DECODE1 = 3, WS_DECODE2 = 4 };
 template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> struct tile {
     static constexpr bool WS = WG && BM >= 64;
+    /* the swapped decode tiles of 128 weight rows (their shallow forms too) have a persistent form
+     * (fast_swp.cuh, plan.decode_ws), launched as WS_DECODE1 / WS_DECODE2 (one / two CTAs an SM) */
+    static constexpr bool DWS = WG && BM < 64 && BN == 128 && fx::swp_has<T, QS>::v;
     template <int EPI> static constexpr bool EW = WS && BM == 128 &&
                                                   (std::is_same<T, __nv_fp8_e4m3>::value ||
                                                    (std::is_same<T, __nv_bfloat16>::value && EPI == fx::EPI_GATED));
@@ -555,10 +559,14 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
             if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>();
         if constexpr (EW<EPI>)
             if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ew_stages<BN>::v, EPI, QS, true>();
+        if constexpr (DWS)
+            if (ce == cudaSuccess) ce = fx::swp_prepare<T, BM, EPI, QS>();
         return ce;
     }
     template <int EPI> static cudaError_t launch(const fx::gemm_params &g, int max_blocks, int n_cols, cudaStream_t s, int ws)
     {
+        if constexpr (DWS)
+            if (ws == WS_DECODE1 || ws == WS_DECODE2) return fx::swp_launch<T, BM, EPI, QS>(g, max_blocks, n_cols, s, ws - WS_DECODE1 + 1);
         if constexpr (EW<EPI>)
             if (ws == WS_EPI_WG) return fx::gemm_ws_launch<T, BM, BN, ew_stages<BN>::v, EPI, QS, true>(g, max_blocks, n_cols, s, true);
         if constexpr (WS)
@@ -811,6 +819,13 @@ static int epi_wg_runs(const moe_cuda_fx_plan *plan)
     return plan->epi_wg & (plan->bm2 == 128 && plan->bn2 == 256 ? (plan->tma ? 1 : 0) : 3);
 }
 
+/* the persistent decode form runs on tile c (plan.decode_ws where the tile has it: a swapped tile of 128
+ * weight rows with TMA weights, not the slot layout; bf16 and the e4m3 schemes, fast_swp.h) */
+static int dws_runs(const moe_cuda_fx_plan *plan, int c)
+{
+    return plan->decode_ws && is_swapped(c) && CFG_BN[c] == 128 && plan->tma && !plan->slot_layout;
+}
+
 extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan *plan)
 {
     if (!p || !plan) return moe_fail(MOE_ERR_INVALID_ARG, "fx_plan_make: problem and plan must not be NULL");
@@ -936,6 +951,14 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * int8 10% faster, its other schemes 1-5% slower; Mixtral-8x7B within -3 / +3%; DeepSeek-V3 8-16% slower,
      * where the tiles already stream at 70-88% of the read floor). MOE_FX_GEMV=0 / 1: never / wherever it fits */
     const int gk = gemv_kind(kind);
+    /* the persistent decode tiles (fast_swp.cuh), two CTAs an SM, for the e4m3 schemes where experts average
+     * 9-16 slots (NOTES.md v32, same binary, MOE_FX_DWS=0 / 1 / 2 alternated, two rounds over 4 shapes x M
+     * 16-256: Qwen3-30B-A3B M = 256 3-6% and Mixtral-8x7B M = 64 0.3-1% faster with two CTAs an SM; at 1-8
+     * slots 0.4-4% slower, bf16 1-4% slower than its copies; one CTA an SM on 11 / 12 stages slower at most
+     * points, 5-13% on the block scheme, whose k-tile scale loads sit in the one consumer warpgroup's loop) */
+    const char *dws = getenv("MOE_FX_DWS");
+    plan->decode_ws = dws ? atoi(dws) : (kind == KIND_FP8 || kind == KIND_FP8_BLOCK) && avg > 8 ? 2 : 0;
+    if (plan->decode_ws < 0 || plan->decode_ws > 2) plan->decode_ws = 0;
     plan->gemv = plan->slot_layout && gk >= 0 && fx::gemv_fits(gk, p->topk, p->H, p->I) && env_flag("MOE_FX_GEMV", p->I <= 1024);
     const int cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);
     if (plan->max_blocks > cap / bm) plan->max_blocks = cap / bm;
@@ -1016,6 +1039,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (carve(p, plan->bm1, NULL, NULL) > plan->workspace)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (workspace %zu < %zu)",
                         plan->workspace, carve(p, plan->bm1, NULL, NULL));
+    if (plan->decode_ws < 0 || plan->decode_ws > 2)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.decode_ws %d: the rule is 0, 1 or 2", plan->decode_ws);
     if (plan->slot_layout && (p->M != 1 || plan->bm1 != 16 || plan->max_blocks != p->topk))
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (slot layout)");
     const int gk = gemv_kind(kind);
@@ -1080,7 +1105,9 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     }
     const int M = p->M, I = p->I, H = p->H;
     const int ew = epi_wg_runs(plan);
-    const int ws1 = !plan->persistent ? WS_OFF : ew & 1 ? WS_EPI_WG : WS_ON, ws2 = !plan->persistent ? WS_OFF : ew & 2 ? WS_EPI_WG : WS_ON;
+    int ws1 = !plan->persistent ? WS_OFF : ew & 1 ? WS_EPI_WG : WS_ON, ws2 = !plan->persistent ? WS_OFF : ew & 2 ? WS_EPI_WG : WS_ON;
+    if (dws_runs(plan, c1)) ws1 = WS_DECODE1 + plan->decode_ws - 1;
+    if (dws_runs(plan, c2)) ws2 = WS_DECODE1 + plan->decode_ws - 1;
     cudaStream_t s = S(stream);
     ce = with_tile(kind, c1, [&](auto t) { return decltype(t)::template launch<fx::EPI_GATED>(g1, plan->max_blocks, I, s, ws1); });
     if (ce != cudaSuccess) return moe_cu_fail(ce, "fx gemm1 launch");
@@ -1168,8 +1195,11 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
         return;
     }
     const int ew = epi_wg_runs(plan);
+    const int dws = plan->decode_ws && plan->swapped && plan->tma && !plan->slot_layout && (plan->bn1 == 64 || plan->bn2 == 128);
     snprintf(buf, n, "%dx%d / %dx%d%s%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
-             plan->persistent ? " persistent" : plan->swapped ? " swapped" : plan->wg64 ? " wgmma" : "",
+             plan->persistent ? " persistent" : !plan->swapped ? (plan->wg64 ? " wgmma" : "")
+                                : dws ? (plan->decode_ws == 1 ? " swapped persistent (1 CTA an SM)" : " swapped persistent (2 CTAs an SM)")
+                                      : " swapped",
              !plan->persistent || !ew ? "" : ew == 3 ? ", epilogue warpgroup" : ew == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
              sh, plan->tma ? ", TMA weights" : "");
 }

@@ -151,6 +151,14 @@ typedef struct {
                              * its operands fit (top-k <= 16) and I <= 1024 (where it measured faster, NOTES.md v28);
                              * MOE_FX_GEMV=0 / 1 in the environment: never / wherever it fits; a caller may set it
                              * where it fits (fx_forward refuses it elsewhere) or clear it */
+    int decode_ws;          /* the swapped decode tiles of 128 weight rows with TMA weights (not the slot layout) run
+                             * warp-specialized and persistent (fast_swp.cuh: a producer warp runs up to all its
+                             * stages ahead across tile ends, so the next tile's weights stream during a tile's
+                             * epilogue): 1, one CTA an SM on 11 / 12 stages; 2, two CTAs an SM on 5 / 6; 0, one CTA
+                             * a tile (gemm_kernel; same results bit for bit). plan_make sets 2 for the e4m3 schemes
+                             * where experts average 9-16 slots (NOTES.md v32); MOE_FX_DWS=0 / 1 / 2 in the
+                             * environment overrides its choice; a caller may set or clear it (ignored
+                             * where the tile has no such form; fx_forward refuses other values) */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 

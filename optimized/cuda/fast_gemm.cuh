@@ -213,6 +213,12 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t a, uint32_t bytes
 {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(a), "r"(bytes) : "memory");
 }
+/* an arrival on the mbarrier once the thread's cp.async copies so far have
+ * landed, counted among the barrier's expected arrivals */
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t a)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(a) : "memory");
+}
 /* one box of the weight map into shared memory at dst, completing on mbarrier bar */
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, uint32_t bar)
 {
@@ -332,6 +338,15 @@ template <int EPI, int BN> __device__ __forceinline__ int b_row(const gemm_param
         return (j & 8) ? p.I + col : col;
     }
     return min(nt * BN + j, p.N - 1);
+}
+
+/* tile t of a grid over nb row blocks x p.n_tiles N tiles in the grouped
+ * order (gemm_kernel's comment): its row block and N tile */
+__device__ __forceinline__ void tile_coords(const gemm_params &p, int nb, int t, int &blk, int &nt)
+{
+    const int per_group = p.group * p.n_tiles, first = t / per_group * p.group, gsize = min(nb - first, p.group),
+              in = t % per_group;
+    blk = first + in % gsize, nt = in / gsize;
 }
 
 /* k-tile promotion: acc += part (QS_KTILE: times the k tile's scales, in
@@ -567,6 +582,86 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
 }
 
 
+/* The swapped decode tiles' steps (gemm_kernel's SW tiles and their
+ * persistent form, fast_swp.cuh): the weights are wgmma's A (BN / 64 blocks
+ * of 64 rows), the BM = 16 / 32 token rows its B (n16 / n32), both K-major
+ * in one swizzled stage (A rows at sa, the weight rows after them). A
+ * thread's sums d[mb][4j + 2h + c]: weight row 16 warp + g + 8h of block mb,
+ * token 8j + t2 + c. e4m3 sums are a k tile's own (promoted by add, f32),
+ * 16-bit ones accumulate in the tensor cores. */
+template <class T, int BM, int BN, int QS> struct sw_steps {
+    static constexpr int NB = BN / 64, SWR = BM / 2; /* sums a thread for each 64 weight rows */
+    static constexpr bool PROMO = std::is_same<T, __nv_fp8_e4m3>::value;
+    static constexpr int KW = PROMO ? 2 : std::is_same<T, __half>::value ? 1 : 0, TS = BN + 4;
+    typedef float sums[NB][SWR];
+    int sai[BM / 8][2], swi[NB][2]; /* QS_KTILE: the scale offsets of the thread's tokens and weight rows */
+    static __device__ __forceinline__ void zero(sums &d)
+    {
+#pragma unroll
+        for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+            for (int i = 0; i < SWR; i++) d[mb][i] = 0.0f;
+    }
+    template <int EPI> __device__ __forceinline__ void init(const gemm_params &p, int row0, int nt, int e, int warp, int g, int t2)
+    {
+        if constexpr (QS == QS_KTILE) {
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) sai[j][c] = a_sidx(p, row0 + 8 * j + t2 + c);
+#pragma unroll
+            for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) swi[mb][h] = w_sidx(p, e, b_row<EPI, BN>(p, nt, mb * 64 + warp * 16 + g + 8 * h));
+        }
+    }
+    /* the k tile's wgmma into d (e4m3: d = this tile's sums; else d accumulates) */
+    static __device__ __forceinline__ void issue(sums &d, uint32_t sa)
+    {
+        const uint32_t sb = sa + BM * 128;
+        const uint64_t db = smem_desc(sa);
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int mb = 0; mb < NB; mb++) {
+            const uint64_t da = smem_desc(sb + mb * 64 * 128);
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) wgmma_swap<KW, BM>(d[mb], da + 2 * kk, db + 2 * kk, PROMO ? kk > 0 : 1);
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    }
+    /* t += k tile kt's sums d (QS_KTILE: times the tile's scales, in gemm.h's order) */
+    __device__ __forceinline__ void add(sums &t, const sums &d, const gemm_params &p, int kt) const
+    {
+#pragma unroll
+        for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+            for (int i = 0; i < SWR; i++) {
+                if constexpr (QS == QS_KTILE)
+                    t[mb][i] = t[mb][i] + (d[mb][i] * p.a_scale[sai[i >> 2][i & 1] + kt]) * p.w_scale[swi[mb][(i >> 1) & 1] + kt];
+                else t[mb][i] = t[mb][i] + d[mb][i];
+            }
+    }
+    /* the sums transposed through shared memory, [token][weight row] f32 at
+     * tr (BM x TS, rows padded against bank conflicts; within a stage), into
+     * the mma.sync fragment layout of a BM x BN tile of four warps (C), so
+     * the epilogue is the same code: store, a barrier of the four warps, load */
+    static __device__ __forceinline__ void store(float *tr, const sums &s, int warp, int g, int t2)
+    {
+#pragma unroll
+        for (int mb = 0; mb < NB; mb++)
+#pragma unroll
+            for (int i = 0; i < SWR; i++)
+                tr[(8 * (i >> 2) + t2 + (i & 1)) * TS + mb * 64 + warp * 16 + g + 8 * ((i >> 1) & 1)] = s[mb][i];
+    }
+    template <class C> static __device__ __forceinline__ void load(const float *tr, float (&acc)[C::MF][C::NF][4], int wm, int wn, int g, int t2)
+    {
+#pragma unroll
+        for (int ni = 0; ni < C::NF; ni++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[0][ni][q] = tr[(wm * 16 + g + 8 * (q >> 1)) * TS + wn * C::WTN + ni * 8 + t2 + (q & 1)];
+    }
+};
+
 template <class T, int BM, int BN, int WM, int WN, int STAGES, int EPI, bool WG, int QS = 0>
 __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3 : 1) gemm_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
 {
@@ -590,9 +685,8 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
      * a group stay in L2 while every N tile reads them, and an expert's
      * weight tiles are read once per group, not once per row block; with
      * row blocks fastest, every N tile re-read all of A from HBM */
-    const int per_group = p.group * p.n_tiles, gid = blockIdx.x / per_group, first = gid * p.group;
-    const int gsize = min(p.max_blocks - first, p.group), in = blockIdx.x % per_group;
-    const int blk = first + in % gsize, nt = in / gsize;
+    int blk, nt;
+    tile_coords(p, p.max_blocks, blockIdx.x, blk, nt);
     /* programmatic dependent launch (fast.cu launches the fused forward's
      * kernels with it; without it griddepcontrol.wait returns at once): the
      * layout of moe_cuda_fx_align is complete before a GEMM runs; only
@@ -864,49 +958,13 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
      * in the 128-row tile. The sums are transposed through shared memory
      * into the mma.sync fragment layout of a BM x BN tile of four warps
      * (C), so the epilogue is the same code. */
-    constexpr int SWR = SW ? BM / 2 : 1; /* accumulators a thread for each 64 weight rows */
-    float sw_d[SW ? BN / 64 : 1][SWR], sw_t[SW && PROMO ? BN / 64 : 1][SWR];
+    typedef sw_steps<T, SW ? BM : 16, BN == 64 ? 64 : 128, SW ? QS : 0> SWS;
+    typename SWS::sums sw_d, sw_t; /* sw_t: the promoted sums (e4m3) */
     if constexpr (SW) {
-        constexpr int NB = BN / 64, KW = E4 ? 2 : std::is_same<T, __half>::value ? 1 : 0;
-#pragma unroll
-        for (int mb = 0; mb < NB; mb++)
-#pragma unroll
-            for (int i = 0; i < SWR; i++) sw_d[mb][i] = 0.0f, sw_t[PROMO ? mb : 0][i] = 0.0f;
-        int sai[BM / 8][2], swi[NB][2]; /* QS_KTILE: the scale offsets of the thread's tokens and weight rows */
-        if constexpr (QS == QS_KTILE) {
-#pragma unroll
-            for (int j = 0; j < BM / 8; j++)
-#pragma unroll
-                for (int c = 0; c < 2; c++) sai[j][c] = a_sidx(p, row0 + 8 * j + t2 + c);
-#pragma unroll
-            for (int mb = 0; mb < NB; mb++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) swi[mb][h] = w_sidx(p, e, b_row<EPI, BN>(p, nt, mb * 64 + warp * 16 + g + 8 * h));
-        }
-        /* the k tile's wgmma into d (e4m3: d = this tile's sums; else d accumulates) */
-        auto sw_issue = [&](float (&d)[NB][SWR], uint32_t sa) {
-            const uint32_t sb = sa + BM * 128;
-            const uint64_t db = smem_desc(sa);
-            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-            for (int mb = 0; mb < NB; mb++) {
-                const uint64_t da = smem_desc(sb + mb * 64 * 128);
-#pragma unroll
-                for (int kk = 0; kk < 4; kk++) wgmma_swap<KW, BM>(d[mb], da + 2 * kk, db + 2 * kk, PROMO ? kk > 0 : 1);
-            }
-            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        };
-        /* sw_t += k tile kt's sums d; d[4j + 2h + c]: weight row 16 warp + g + 8h of the block, token 8j + t2 + c */
-        auto sw_add = [&](const float (&d)[NB][SWR], int kt) {
-#pragma unroll
-            for (int mb = 0; mb < NB; mb++)
-#pragma unroll
-                for (int i = 0; i < SWR; i++) {
-                    if constexpr (QS == QS_KTILE)
-                        sw_t[mb][i] = sw_t[mb][i] + (d[mb][i] * p.a_scale[sai[i >> 2][i & 1] + kt]) * p.w_scale[swi[mb][(i >> 1) & 1] + kt];
-                    else sw_t[mb][i] = sw_t[mb][i] + d[mb][i];
-                }
-        };
+        SWS::zero(sw_d), SWS::zero(sw_t);
+        SWS sws;
+        sws.template init<EPI>(p, row0, nt, e, warp, g, t2);
+        auto sw_add = [&](const typename SWS::sums &d, int kt) { sws.add(sw_t, d, p, kt); };
         if constexpr (PROMO && QS != QS_KTILE) {
             /* two sets of partial sums: tile kt's wgmma runs while tile kt - 1's
              * sums are added (the same adds in the same order, so the same
@@ -919,29 +977,26 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
              * M = 1 decode 2-8% faster, M = 16-64 0.5-1.3%. The block scheme
              * keeps one set: its k-tile scales are loads in the add (1.2%
              * slower at Mixtral-8x7B M = 64 with two sets) */
-            float sw_e[NB][SWR];
-#pragma unroll
-            for (int mb = 0; mb < NB; mb++)
-#pragma unroll
-                for (int i = 0; i < SWR; i++) sw_e[mb][i] = 0.0f;
-            sw_issue(sw_d, land(0));
+            typename SWS::sums sw_e;
+            SWS::zero(sw_e);
+            SWS::issue(sw_d, land(0));
             __syncthreads();
             refill(0);
             int kt = 1;
             for (; kt + 1 < KT; kt += 2) {
-                sw_issue(sw_e, land(kt));
+                SWS::issue(sw_e, land(kt));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
                 sw_add(sw_d, kt - 1);
                 __syncthreads();
                 refill(kt);
-                sw_issue(sw_d, land(kt + 1));
+                SWS::issue(sw_d, land(kt + 1));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
                 sw_add(sw_e, kt);
                 __syncthreads();
                 refill(kt + 1);
             }
             if (kt < KT) { /* KT even: the last tile into sw_e */
-                sw_issue(sw_e, land(kt));
+                SWS::issue(sw_e, land(kt));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
                 sw_add(sw_d, kt - 1);
                 __syncthreads();
@@ -954,7 +1009,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
             }
         } else {
             for (int kt = 0; kt < KT; kt++) {
-                sw_issue(sw_d, next_tile(kt));
+                SWS::issue(sw_d, next_tile(kt));
                 if constexpr (PROMO) {
                     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                     sw_add(sw_d, kt);
@@ -1088,24 +1143,30 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
     }
     cp_async_wait<0>();
     if (WG && !PROMO) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    if constexpr (SW) { /* [token][weight row] in the (now idle) stages, rows padded against bank conflicts */
-        constexpr int NB = BN / 64, S = BN + 4; /* BM x S f32: within the stages */
+    if constexpr (SW) { /* through the (now idle) stages */
         float *tr = (float *)(smem + (sbase - (uint32_t)__cvta_generic_to_shared(smem)));
         __syncthreads();
-#pragma unroll
-        for (int mb = 0; mb < NB; mb++)
-#pragma unroll
-            for (int i = 0; i < SWR; i++)
-                if constexpr (PROMO) tr[(8 * (i >> 2) + t2 + (i & 1)) * S + mb * 64 + warp * 16 + g + 8 * ((i >> 1) & 1)] = sw_t[mb][i];
-                else tr[(8 * (i >> 2) + t2 + (i & 1)) * S + mb * 64 + warp * 16 + g + 8 * ((i >> 1) & 1)] = sw_d[mb][i];
+        if constexpr (PROMO) SWS::store(tr, sw_t, warp, g, t2);
+        else SWS::store(tr, sw_d, warp, g, t2);
         __syncthreads();
-#pragma unroll
-        for (int ni = 0; ni < C::NF; ni++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) acc[0][ni][q] = tr[(wm * 16 + g + 8 * (q >> 1)) * S + wn * C::WTN + ni * 8 + t2 + (q & 1)];
+        SWS::template load<C>(tr, acc, wm, wn, g, t2);
     }
 
     epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, wm, wn, lane, &eo);
+}
+
+/* the device's SM count, read once (a plain attribute query: graph-capture safe) */
+inline cudaError_t sm_count(int *n)
+{
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0;
+        cudaError_t ce = cudaGetDevice(&dev);
+        if (ce == cudaSuccess) ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (ce != cudaSuccess) return ce;
+    }
+    *n = sms;
+    return cudaSuccess;
 }
 
 /* the dynamic shared-memory limit of one instantiation (above 48 KB needs the attribute) */

@@ -108,10 +108,6 @@ template <int EPI, int QS, bool HB = false> struct ew_regs {
     static_assert(producer * 128 + epilogue * 128 + consumer * 256 <= 65536, "one SM's registers");
 };
 
-__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t a)
-{
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(a) : "memory");
-}
 template <class T, int BM, int BN, int STAGES, int EPI, int QS, bool EW>
 __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
     gemm_ws_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
@@ -152,11 +148,8 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
     /* the layout (align) and, for GEMM2, h are complete (programmatic
      * dependent launch; returns at once without it) */
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    const int nb = *p.num_blocks, total = nb * p.n_tiles, per_group = p.group * p.n_tiles;
-    auto tile_of = [&](int t, int &blk, int &nt) {
-        const int first = t / per_group * p.group, gsize = min(nb - first, p.group), in = t % per_group;
-        blk = first + in % gsize, nt = in / gsize;
-    };
+    const int nb = *p.num_blocks, total = nb * p.n_tiles;
+    auto tile_of = [&](int t, int &blk, int &nt) { tile_coords(p, nb, t, blk, nt); };
     constexpr int EPC = 16 / (int)sizeof(T), KTILE = 8 * EPC;
     const int K = p.K, KT = (K + KTILE - 1) / KTILE;
 
@@ -390,13 +383,9 @@ cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cud
     if (!p.tile_next) return cudaErrorInvalidValue; /* the tile counter is the schedule */
     /* sums handed over rounded: no epilogue scales; TMA weights (the producer's registers) */
     if (EW && BN == 256 && (p.w_scale || !p.b_tma)) return cudaErrorInvalidValue;
-    static int sms = 0; /* the device's SM count, read once (a plain attribute query: graph-capture safe) */
-    if (!sms) {
-        int dev = 0;
-        cudaError_t ce = cudaGetDevice(&dev);
-        if (ce == cudaSuccess) ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        if (ce != cudaSuccess) return ce;
-    }
+    int sms = 0;
+    const cudaError_t se = sm_count(&sms);
+    if (se != cudaSuccess) return se;
     const int per_tile = EPI == EPI_GATED ? BN / 2 : BN;
     gemm_params q = p;
     q.max_blocks = max_blocks, q.n_tiles = (n_cols + per_tile - 1) / per_tile, q.group = 8;

@@ -1446,6 +1446,60 @@ START_TEST(persistent_matches_one_cta)
 }
 END_TEST
 
+/* The persistent form of the swapped decode tiles (fast_swp.cuh,
+ * plan.decode_ws: one CTA an SM on 11 / 12 stages, two on 5 / 6) against
+ * one CTA a tile (gemm_kernel) with the same TMA weights: the same wgmmas,
+ * adds and epilogue in the same order, so the same bits. The cases give
+ * each persistent CTA several tiles of both GEMMs (row blocks x N tiles
+ * over 132 SMs; both GEMMs wide enough for 128-row weight tiles, the
+ * form's), k chains shorter and longer than the ring (e4m3 GEMM2 of the
+ * 32-row case: 9 k tiles, odd, so the two sets' loop ends on its odd
+ * branch; GEMM1: 32), experts spilling into a second row block, pad rows,
+ * both activations, and (not the block scheme) partial k and N tiles at
+ * H 1200, I 656. Deterministic combine only: the atomic one's sums have no
+ * fixed order (the fused tests check it against the host). */
+START_TEST(decode_persistent_matches_one_cta)
+{
+    const moe_scheme sc = WS_SCHEMES[_i];
+    const int blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128, wide = sc == MOE_SCHEME_BF16;
+    const fcase cases[] = {{128, 32, 4, 1280, 640, MOE_ACT_SILU, 16},
+                           {128, 16, 2, 4096, 1152, MOE_ACT_SWIGLUOAI, 32},
+                           {64, 32, 4, 1200, 656, MOE_ACT_SILU, 16}};
+    const size_t nc = gpu_small() ? 1 : 3;
+    for (size_t ci = 0; ci < nc; ci++) {
+        const fcase *c = &cases[ci];
+        if (blk && (c->H % 128 || c->I % 128)) continue; /* the block scheme: whole 128-groups */
+        const size_t n = (size_t)c->M * c->H;
+        fprob f;
+        q8prob q;
+        if (wide) fprob_make(c, 720 + ci, 0, &f);
+        else q8prob_make(c, sc, 720 + ci, 0, &q);
+        moe_cuda_fx_plan *pl = wide ? &f.plan : &q.plan;
+        ck_assert_int_eq(pl->bm1, c->expect_bm);
+        ck_assert_int_eq(pl->swapped, 1);
+        ck_assert(pl->bn1 == 64 && pl->bn2 == 128); /* 128 weight rows: the tiles with the form */
+        pl->tma = 1; /* its weights come by TMA (bf16's decode plans keep the copies) */
+        uint16_t *o[3];
+        char tiles[3][96];
+        for (int form = 2; form >= 0; form--) {
+            pl->decode_ws = form;
+            moe_cuda_fx_tiles(pl, tiles[form], sizeof tiles[form]);
+            o[form] = wide ? run_forward(&f) : q8_run(&q);
+        }
+        ck_assert_ptr_nonnull(strstr(tiles[1], "persistent (1 CTA an SM)"));
+        ck_assert_ptr_nonnull(strstr(tiles[2], "persistent (2 CTAs an SM)"));
+        ck_assert_ptr_null(strstr(tiles[0], "persistent"));
+        same_bits(moe_scheme_name(sc), "persistent decode (1 CTA an SM)", o[1], o[0], n);
+        same_bits(moe_scheme_name(sc), "persistent decode (2 CTAs an SM)", o[2], o[0], n);
+        printf("decode persistent %s: M %d E %d top-%d H %d I %d, tiles %s: %zu outputs of both forms bit-identical "
+               "to one CTA a tile\n", moe_scheme_name(sc), c->M, c->E, c->k, c->H, c->I, tiles[1], n);
+        free(o[0]);
+        if (wide) fprob_free(&f);
+        else q8prob_free(&q);
+    }
+}
+END_TEST
+
 /* The weight tiles by TMA (plan.tma: one box a k tile, the TMA unit's
  * 128-byte swizzle and zero fill) against the same plan's 16-byte copies,
  * every tile form of every scheme that has it: the same bytes in the same
@@ -1814,6 +1868,9 @@ START_TEST(forward_refusals)
     bad.bn2 = 48;
     ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan"));
+    bad = f.plan, bad.decode_ws = 3; /* forms 0, 1, 2 */
+    ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan.decode_ws 3"));
     /* operands off the 16-byte grid of the copies and TMA boxes, each in turn */
     for (int o = 0; o < 3; o++) {
         moe_cuda_fx_args m = a;
@@ -2102,6 +2159,7 @@ static void add_tests(Suite *s)
     TCase *tw = gpu_tcase(s, "persistent", 600);
     tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
     tcase_add_loop_test(tw, pad_skip_matches_full, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
+    tcase_add_loop_test(tw, decode_persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
     /* CK_RUN_CASE=tma: the weight tiles by TMA against the copies (no host forward) */
     TCase *tt = gpu_tcase(s, "tma", 600);
     tcase_add_loop_test(tt, tma_matches_copies, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
