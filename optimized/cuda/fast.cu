@@ -954,8 +954,8 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     /* the persistent decode tiles (fast_swp.cuh), two CTAs an SM, for the e4m3 schemes where experts average
      * 9-16 slots (NOTES.md v32, same binary, MOE_FX_DWS=0 / 1 / 2 alternated, two rounds over 4 shapes x M
      * 16-256: Qwen3-30B-A3B M = 256 3-6% and Mixtral-8x7B M = 64 0.3-1% faster with two CTAs an SM; at 1-8
-     * slots 0.4-4% slower, bf16 1-4% slower than its copies; one CTA an SM on 11 / 12 stages slower at most
-     * points, 5-13% on the block scheme, whose k-tile scale loads sit in the one consumer warpgroup's loop) */
+     * slots 0.4-4% slower, bf16 no faster than its copies; one CTA an SM on 11 / 12 stages slower at most
+     * points, 1-13% on the block scheme, whose k-tile scale loads sit in the one consumer warpgroup's loop) */
     const char *dws = getenv("MOE_FX_DWS");
     plan->decode_ws = dws ? atoi(dws) : (kind == KIND_FP8 || kind == KIND_FP8_BLOCK) && avg > 8 ? 2 : 0;
     if (plan->decode_ws < 0 || plan->decode_ws > 2) plan->decode_ws = 0;
