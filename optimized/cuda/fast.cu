@@ -926,6 +926,15 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     plan->tma = kind != KIND_W4 && kind != KIND_MX4 && fx::encode_tiled() &&
                 env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16);
     if (kind == KIND_BF16 && !plan->tma) plan->epi_wg = 0; /* its form takes TMA weights only (fast_ws.cuh) */
+    /* the weight boxes' L2 promotion (NOTES.md v33): a probe streaming the decode shapes' boxes (128 rows of
+     * 128 bytes) read 4.03-4.38 TB/s with 256-byte promotion, 4.20-4.63 with 128-byte, against 4.31-4.66 for
+     * the same bytes tile-contiguous; same binary, two rounds over 4 shapes x M 1-4096 x 5 schemes: the 16 /
+     * 32-row tiles 1-3% faster on 128 bytes (Mixtral-8x7B int8 M = 64 7%), no promotion 2-4% slower at
+     * gpt-oss-120b; the 64 / 128-row tiles, whose weight tiles are re-read from L2, 0-2% slower on 128 (Mixtral
+     * bf16 M = 256 2.3%), so they keep 256. MOE_FX_PROMO=0 / 128 / 256 in the environment overrides */
+    const char *pv = getenv("MOE_FX_PROMO");
+    plan->weight_promo = pv ? atoi(pv) : plan->bm1 >= 64 ? 256 : 128;
+    if (plan->weight_promo != 0 && plan->weight_promo != 128 && plan->weight_promo != 256) plan->weight_promo = 256;
     /* an expert's last row block is mostly pads where its slots barely spill into it (uniform routing on
      * 128-row blocks: 1.12-1.46x the real rows at DeepSeek-V3 / gpt-oss-120b M = 4096-16384); the warps of
      * the pad rows' slab skip their MMAs (fast_ws.cuh, fast_gemm.cuh; NOTES.md v21: same-binary 1.7%,
@@ -1041,6 +1050,9 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
                         plan->workspace, carve(p, plan->bm1, NULL, NULL));
     if (plan->decode_ws < 0 || plan->decode_ws > 2)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.decode_ws %d: the rule is 0, 1 or 2", plan->decode_ws);
+    if (plan->weight_promo != 0 && plan->weight_promo != 128 && plan->weight_promo != 256)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.weight_promo %d: the rule is 0, 128 or 256 (bytes)",
+                        plan->weight_promo);
     if (plan->slot_layout && (p->M != 1 || plan->bm1 != 16 || plan->max_blocks != p->topk))
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (slot layout)");
     const int gk = gemv_kind(kind);
@@ -1061,7 +1073,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (q8) g1.a_scale = w.sx, scale_geom(p, 2 * p->I, p->H, &g1);
     if (scaled) g1.w_scale = a->w1_scale;
     if (tensor) g1.amax_out = w.amax + 1;
-    g1.tile_next = w.tiles, g1.b_tma = plan->tma, g1.E = p->E, g1.pad_skip = plan->pad_skip;
+    g1.tile_next = w.tiles, g1.b_tma = plan->tma, g1.b_promo = plan->weight_promo, g1.E = p->E, g1.pad_skip = plan->pad_skip;
     if (plan->slot_layout) g1.slot_ids = a->topk_ids, g1.row_of_slot = w.L.row_of_slot, g1.slot_bm = plan->bm1, g1.slot_write = 1;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
      * kernel before each (NOTES.md, v7): their launch latency hides under
@@ -1186,22 +1198,22 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
         snprintf(buf, n, "no plan");
         return;
     }
-    const char *sh = plan->shallow1 && plan->shallow2 ? ", both shallow"
-                     : plan->shallow1                ? ", GEMM1 shallow"
-                     : plan->shallow2                ? ", GEMM2 shallow"
-                                                     : "";
     if (plan->gemv) {
         snprintf(buf, n, "M = 1 matrix-vector (2 kernels)");
         return;
     }
     const int ew = epi_wg_runs(plan);
-    const int dws = plan->decode_ws && plan->swapped && plan->tma && !plan->slot_layout && (plan->bn1 == 64 || plan->bn2 == 128);
+    /* a GEMM on the persistent decode form runs that form's own stages, so its shallow flag names nothing */
+    const int dws_on = plan->decode_ws && plan->swapped && plan->tma && !plan->slot_layout;
+    const int d1 = dws_on && plan->bn1 == 64, d2 = dws_on && plan->bn2 == 128, dws = d1 || d2;
+    const int s1 = plan->shallow1 && !d1, s2 = plan->shallow2 && !d2;
+    const char *sh = s1 && s2 ? ", both shallow" : s1 ? ", GEMM1 shallow" : s2 ? ", GEMM2 shallow" : "";
     snprintf(buf, n, "%dx%d / %dx%d%s%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
              plan->persistent ? " persistent" : !plan->swapped ? (plan->wg64 ? " wgmma" : "")
                                 : dws ? (plan->decode_ws == 1 ? " swapped persistent (1 CTA an SM)" : " swapped persistent (2 CTAs an SM)")
                                       : " swapped",
              !plan->persistent || !ew ? "" : ew == 3 ? ", epilogue warpgroup" : ew == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
-             sh, plan->tma ? ", TMA weights" : "");
+             sh, !plan->tma ? "" : plan->weight_promo == 256 ? ", TMA weights (L2 256 B)" : plan->weight_promo == 128 ? ", TMA weights (L2 128 B)" : ", TMA weights (L2 no promotion)");
 }
 
 extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan)

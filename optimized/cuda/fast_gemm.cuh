@@ -94,6 +94,7 @@ struct gemm_params {
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
     int *tile_next;              /* gemm_ws_kernel: the grid's tile counter, zero at its launch (fast_ws.cuh) */
     int b_tma;                   /* the weight tiles by TMA (weight_map; E must be set; not the 4-bit codes) */
+    int b_promo;                 /* weight_map's L2 promotion, bytes: 0 (none), 128 or 256 (fast.h plan.weight_promo) */
     int pad_skip;                /* row slabs of a block that hold only pads skip their MMAs (fast.h plan.pad_skip) */
     /* the slot layout (fast.h, M = 1): block b holds slot b alone in its row b * slot_bm (the other rows pads),
      * expert slot_ids[b] (outside [0, E): no rows); sorted, block_expert and num_blocks are not read, GEMM1
@@ -1219,7 +1220,10 @@ template <class T, int BN, int EPI> cudaError_t weight_map(const gemm_params &p,
     const cuuint32_t box[3] = {kbox, BN, 1};
     const bool g = EPI == EPI_GATED;
     const CUresult r = enc(m, dt, g ? 5 : 3, (void *)p.w, g ? gdim : dim, g ? gstride : stride, g ? gbox : box, one,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           p.b_promo == 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                           : p.b_promo == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                              : CU_TENSOR_MAP_L2_PROMOTION_NONE,
                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }

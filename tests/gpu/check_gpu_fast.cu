@@ -1508,7 +1508,8 @@ END_TEST
  * swapped tiles, the 64-row tiles on wgmma and on mma.sync, and through
  * next_form each plan's mma.sync forms; the last two end inside a k tile
  * and inside an N tile of both GEMMs (H 1200, I 656; not the block
- * scheme, whose 128-groups need whole k tiles). The 128-row persistent
+ * scheme, whose 128-groups need whole k tiles); each with the boxes' L2
+ * promotion none, 256 and 128 bytes (plan.weight_promo). The 128-row persistent
  * tiles: persistent_matches_one_cta. The 4-bit schemes keep the copies. */
 static const moe_scheme TMA_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHEME_FP8_WTENSOR_ATENSOR,
                                          MOE_SCHEME_FP8_WBLOCK128_AGROUP128, MOE_SCHEME_INT8_WCHANNEL_ATOKEN,
@@ -1556,22 +1557,28 @@ START_TEST(tma_matches_copies)
         /* plan_make's rule (fast.cu): the 64 / 128-row tiles, and the 8-bit schemes' decode tiles */
         const int want = env ? strcmp(env, "0") != 0 : pl->bm1 >= 64 || !wide;
         ck_assert_int_eq(pl->tma, want);
+        if (!getenv("MOE_FX_PROMO")) ck_assert_int_eq(pl->weight_promo, pl->bm1 >= 64 ? 256 : 128); /* plan_make's (v33) */
         do {
             char tiles[96];
-            pl->tma = 1;
-            moe_cuda_fx_tiles(pl, tiles, sizeof tiles);
-            uint16_t *ot = wide ? run_forward(&f) : q8_run(&q);
             pl->tma = 0;
             uint16_t *oc = wide ? run_forward(&f) : q8_run(&q);
-            size_t bad = 0, nonfinite = 0;
-            for (size_t i = 0; i < n; i++) bad += ot[i] != oc[i], nonfinite += !isfinite(moe_bf16_to_f32(ot[i]));
-            ck_assert_msg(nonfinite == 0, "%s M %d H %d I %d tiles %s: %zu TMA outputs not finite", moe_scheme_name(sc),
-                          c->M, c->H, c->I, tiles, nonfinite);
-            ck_assert_msg(bad == 0, "%s M %d H %d I %d tiles %s: TMA and copy forwards differ at %zu of %zu outputs",
-                          moe_scheme_name(sc), c->M, c->H, c->I, tiles, bad, n);
-            printf("tma %s: M %d H %d I %d, tiles %s: %zu outputs bit-identical to the copies\n", moe_scheme_name(sc),
-                   c->M, c->H, c->I, tiles, n);
-            free(ot), free(oc), forms++;
+            /* each L2 promotion of the boxes, plan_make's last: a cache hint, the same bytes land */
+            const int promos[] = {0, pl->weight_promo == 256 ? 128 : 256, pl->weight_promo};
+            for (int pi = 0; pi < 3; pi++) {
+                pl->tma = 1, pl->weight_promo = promos[pi];
+                moe_cuda_fx_tiles(pl, tiles, sizeof tiles);
+                uint16_t *ot = wide ? run_forward(&f) : q8_run(&q);
+                size_t bad = 0, nonfinite = 0;
+                for (size_t i = 0; i < n; i++) bad += ot[i] != oc[i], nonfinite += !isfinite(moe_bf16_to_f32(ot[i]));
+                ck_assert_msg(nonfinite == 0, "%s M %d H %d I %d tiles %s: %zu TMA outputs not finite", moe_scheme_name(sc),
+                              c->M, c->H, c->I, tiles, nonfinite);
+                ck_assert_msg(bad == 0, "%s M %d H %d I %d tiles %s: TMA and copy forwards differ at %zu of %zu outputs",
+                              moe_scheme_name(sc), c->M, c->H, c->I, tiles, bad, n);
+                printf("tma %s: M %d H %d I %d, tiles %s: %zu outputs bit-identical to the copies\n", moe_scheme_name(sc),
+                       c->M, c->H, c->I, tiles, n);
+                free(ot);
+            }
+            free(oc), forms++;
         } while (next_form(pl, sc));
         if (wide) fprob_free(&f);
         else q8prob_free(&q);
@@ -1871,6 +1878,9 @@ START_TEST(forward_refusals)
     bad = f.plan, bad.decode_ws = 3; /* forms 0, 1, 2 */
     ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan.decode_ws 3"));
+    bad = f.plan, bad.weight_promo = 64; /* L2 promotion: 0, 128 or 256 bytes */
+    ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan.weight_promo 64"));
     /* operands off the 16-byte grid of the copies and TMA boxes, each in turn */
     for (int o = 0; o < 3; o++) {
         moe_cuda_fx_args m = a;
