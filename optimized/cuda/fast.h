@@ -161,7 +161,7 @@ typedef struct {
                              * where the tile has no such form; fx_forward refuses other values) */
     int weight_promo;       /* the L2 promotion of the TMA weight boxes, in bytes: 0 (none), 128 or 256; a cache hint
                              * only (same results bit for bit). plan_make sets 128 on the 16 / 32-row decode tiles
-                             * and 256 on the 64 / 128-row ones (NOTES.md v33: 256 streamed the decode boxes 5-6%
+                             * and 256 on the 64 / 128-row ones (NOTES.md v33: 256 streamed the decode boxes 2-6%
                              * slower in a probe); MOE_FX_PROMO=0 / 128 / 256 in the environment overrides its
                              * choice; fx_forward refuses other values */
     size_t workspace;       /* bytes */
