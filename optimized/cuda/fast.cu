@@ -929,9 +929,9 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     /* the weight boxes' L2 promotion (NOTES.md v33): a probe streaming the decode shapes' boxes (128 rows of
      * 128 bytes) read 4.03-4.38 TB/s with 256-byte promotion, 4.20-4.63 with 128-byte, against 4.31-4.66 for
      * the same bytes tile-contiguous; same binary, variants alternated over 4 shapes x M 1-4096 x 5 schemes:
-     * the 16 / 32-row tiles' 8-bit forwards on 128 bytes 1.6% faster in geomean on one machine, 0.2% slower on
+     * the 16 / 32-row tiles' 8-bit forwards on 128 bytes 1.8% faster in geomean on one machine, 0.2% slower on
      * another (DeepSeek-V3 0.4-1.6% slower there; Mixtral-8x7B int8 M = 64 6-7% faster on both), no promotion
-     * 2-4% slower at gpt-oss-120b; the 64 / 128-row tiles, whose weight tiles are re-read from L2, 0-2% slower
+     * 3-7% slower at gpt-oss-120b; the 64 / 128-row tiles, whose weight tiles are re-read from L2, 0-2% slower
      * on 128 (Mixtral bf16 M = 256 2.3%), so they keep 256. MOE_FX_PROMO=0 / 128 / 256 in the environment
      * overrides */
     const char *pv = getenv("MOE_FX_PROMO");

@@ -1509,7 +1509,7 @@ END_TEST
  * next_form each plan's mma.sync forms; the last two end inside a k tile
  * and inside an N tile of both GEMMs (H 1200, I 656; not the block
  * scheme, whose 128-groups need whole k tiles); each with the boxes' L2
- * promotion none, 256 and 128 bytes (plan.weight_promo). The 128-row persistent
+ * promotion none, the other one and plan_make's (plan.weight_promo). The 128-row persistent
  * tiles: persistent_matches_one_cta. The 4-bit schemes keep the copies. */
 static const moe_scheme TMA_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WCHANNEL_ATOKEN, MOE_SCHEME_FP8_WTENSOR_ATENSOR,
                                          MOE_SCHEME_FP8_WBLOCK128_AGROUP128, MOE_SCHEME_INT8_WCHANNEL_ATOKEN,
