@@ -487,12 +487,13 @@ int scheme_ok(moe_scheme s)
     return s == MOE_SCHEME_BF16 || kind_of(s) != KIND_BF16;
 }
 
-/* the tiles each kind has: the wgmma ones are bf16 (128 x 256) and e4m3
- * (128 x 128, promoted); int8 and the 4-bit weights have mma.sync tiles only */
+/* the tiles each kind has: the wgmma ones are bf16 (128 x 256, also for the
+ * 4-bit weights, dequantized by its producer: persistent only) and e4m3
+ * (128 x 128, promoted); int8 has mma.sync tiles only */
 int cfg_ok(Kind k, int c)
 {
     if (c < 0 || c >= CFG_COUNT) return 0;
-    if (c == CFG_128x256) return k == KIND_BF16;
+    if (c == CFG_128x256) return k == KIND_BF16 || k == KIND_W4 || k == KIND_MX4;
     if (c == CFG_128x128) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
     if (is_w64(c)) return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_BF16;
     if (is_swapped(c)) return k == KIND_BF16 || k == KIND_FP8 || k == KIND_FP8_BLOCK;
@@ -546,15 +547,19 @@ template <int BN> struct ew_stages { static constexpr int v = BN == 256 ? 3 : 5;
 enum { WS_OFF = 0, WS_ON = 1, WS_EPI_WG = 2, WS_DECODE1 = 3, WS_DECODE2 = 4 };
 template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> struct tile {
     static constexpr bool WS = WG && BM >= 64;
+    /* the one-CTA-a-tile form (gemm_kernel): every tile but the 4-bit wgmma one, whose producer warpgroup
+     * dequantizes (fast_ws.cuh; fx_forward refuses it without plan.persistent) */
+    static constexpr bool ONE = !(WG && QS >= fx::QS_W4_INT);
     /* the swapped decode tiles of 128 weight rows (their shallow forms too) have a persistent form
      * (fast_swp.cuh, plan.decode_ws), launched as WS_DECODE1 / WS_DECODE2 (one / two CTAs an SM) */
     static constexpr bool DWS = WG && BM < 64 && BN == 128 && fx::swp_has<T, QS>::v;
-    template <int EPI> static constexpr bool EW = WS && BM == 128 &&
+    template <int EPI> static constexpr bool EW = WS && BM == 128 && QS < fx::QS_W4_INT &&
                                                   (std::is_same<T, __nv_fp8_e4m3>::value ||
                                                    (std::is_same<T, __nv_bfloat16>::value && EPI == fx::EPI_GATED));
     template <int EPI> static cudaError_t prepare()
     {
-        cudaError_t ce = fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>();
+        cudaError_t ce = cudaSuccess;
+        if constexpr (ONE) ce = fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>();
         if constexpr (WS)
             if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>();
         if constexpr (EW<EPI>)
@@ -571,7 +576,8 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
             if (ws == WS_EPI_WG) return fx::gemm_ws_launch<T, BM, BN, ew_stages<BN>::v, EPI, QS, true>(g, max_blocks, n_cols, s, true);
         if constexpr (WS)
             if (ws != WS_OFF) return fx::gemm_ws_launch<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>(g, max_blocks, n_cols, s, true);
-        return fx::gemm_launch<T, BM, BN, WM, WN, ST, EPI, WG, QS>(g, max_blocks, n_cols, s, true);
+        if constexpr (ONE) return fx::gemm_launch<T, BM, BN, WM, WN, ST, EPI, WG, QS>(g, max_blocks, n_cols, s, true);
+        return cudaErrorInvalidValue;
     }
 };
 
@@ -593,7 +599,7 @@ template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
     case CFG_16x64: return f(tile<T, 16, 64, 1, W4 ? 2 : 4, W4 ? 12 : 8, false, QS>());
     case CFG_64x128: return f(tile<T, 64, 128, 2, 4, W4 ? 6 : 4, false, QS>());
     case CFG_128x256:
-        if constexpr (sizeof(T) == 2 && !W4) return f(tile<T, 128, 256, 8, 1, 4, true, QS>());
+        if constexpr (sizeof(T) == 2) return f(tile<T, 128, 256, 8, 1, 4, true, QS>());
         break;
     case CFG_128x128:
         if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return f(tile<T, 128, 128, 8, 1, 6, true, QS>());
@@ -862,18 +868,22 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * and block 4% faster (NOTES.md v26, same binary, two rounds; without the epilogue warpgroup 1-4% slower).
      * MOE_FX_BM128=0 / 1: never / from 33 slots an expert, bf16 and fp8 */
     const int minhi = p->H < p->I ? p->H : p->I;
-    const int bm128 = avg > 56 && (kind == KIND_BF16 ? minhi >= 2048 : (kind == KIND_FP8 || kind == KIND_FP8_BLOCK) && minhi >= 4096);
+    /* the 4-bit weights take bf16's 128 x 256 wgmma tile where bf16 does, its producer dequantizing (fast_ws.cuh,
+     * NOTES.md v34); MOE_FX_W4WG=0: the 64-row mma.sync tiles there instead (the form before, side-by-side
+     * timing) */
+    const int w4wg = (kind == KIND_W4 || kind == KIND_MX4) && env_flag("MOE_FX_W4WG", 1);
+    const int w16 = kind == KIND_BF16 || w4wg; /* bf16 wgmma tiles */
+    const int bm128 = avg > 56 && (w16 ? minhi >= 2048 : (kind == KIND_FP8 || kind == KIND_FP8_BLOCK) && minhi >= 4096);
     /* bf16's 64-row tiles on wgmma where the k chains are long (NOTES.md v18, two same-binary rounds:
      * Mixtral-8x7B M = 256 4-12% faster, DeepSeek-V3 M = 1024 0.7-6%; gpt-oss-120b M = 1024, H 2880, 6-7% slower) */
     const int wg64 = kind == KIND_FP8 || kind == KIND_FP8_BLOCK || (kind == KIND_BF16 && env_flag("MOE_FX_WG64", p->H >= 4096));
     if (avg <= 16)
         c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
-    else if (avg > 32 && env_flag("MOE_FX_BM128", bm128) &&
-             (kind == KIND_BF16 || kind == KIND_FP8 || kind == KIND_FP8_BLOCK))
-        c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
+    else if (avg > 32 && env_flag("MOE_FX_BM128", bm128) && (w16 || kind == KIND_FP8 || kind == KIND_FP8_BLOCK))
+        c1 = c2 = w16 ? CFG_128x256 : CFG_128x128;
     else if (avg <= 64 && wg64) c1 = c2 = CFG_64x128W;
-    else if (avg <= 64 || kind == KIND_I8 || kind == KIND_W4 || kind == KIND_MX4) c1 = c2 = CFG_64x128;
-    else c1 = c2 = kind == KIND_BF16 ? CFG_128x256 : CFG_128x128;
+    else if (avg <= 64 || kind == KIND_I8 || ((kind == KIND_W4 || kind == KIND_MX4) && !w4wg)) c1 = c2 = CFG_64x128;
+    else c1 = c2 = w16 ? CFG_128x256 : CFG_128x128;
     /* the decode tiles on wgmma, weights as A (NOTES.md v16: mma.sync e4m3 is emulated on this chip) */
     plan->swapped = CFG_BM[c1] == 16 && cfg_ok(kind, CFG_16x128S) && env_flag("MOE_FX_SWAP", 1);
     /* 32 token rows a block (one weight pass for experts of 17-32 slots) where
@@ -899,6 +909,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * machine 1-2.6% at Mixtral, DeepSeek-V3 within noise; the e4m3 ones 7-28% slower: one consumer warpgroup
      * an SM cannot overlap its promotion). MOE_FX_WS=0 / 1: never / every such tile */
     plan->persistent = (plan->bm1 == 128 || plan->wg64) && env_flag("MOE_FX_WS", plan->bm1 == 128 || (plan->wg64 && kind == KIND_BF16));
+    if (plan->bm1 == 128 && w4wg) plan->persistent = 1; /* the 4-bit wgmma tile has no other form */
     /* the e4m3 128-row tiles' epilogue in a fourth warpgroup, overlapping the next tile's k loop (fast_ws.cuh;
      * NOTES.md v25; same-binary A/B, two rounds, everywhere on: Mixtral-8x7B 2-9% faster, DeepSeek-V3 0-6%, the
      * block scheme 2-8% at every shape; per tensor / per channel on Qwen3-30B-A3B (k tiles 16 / 6) 15-18% and
@@ -1052,6 +1063,9 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
                         plan->workspace, carve(p, plan->bm1, NULL, NULL));
     if (plan->decode_ws < 0 || plan->decode_ws > 2)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.decode_ws %d: the rule is 0, 1 or 2", plan->decode_ws);
+    if ((kind == KIND_W4 || kind == KIND_MX4) && plan->bm1 == 128 && !plan->persistent)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.persistent 0 on 4-bit 128-row tiles: the rule is persistent "
+                                             "(their producer warpgroup dequantizes; there is no one-CTA-a-tile form)");
     if (plan->weight_promo != 0 && plan->weight_promo != 128 && plan->weight_promo != 256)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.weight_promo %d: the rule is 0, 128 or 256 (bytes)",
                         plan->weight_promo);
@@ -1234,6 +1248,6 @@ extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const
      * plan names beside them (both GEMVs' parts of K, at most ceil(K / 128) of them, and the block scheme's
      * promotions add f32 sums: roundings after the tensor cores, within gemm_D's ceil(K / 128)) */
     if (plan->gemv) m.k_step = 16, m.acc_bits = 24, m.promote_k = 0;
-    if (k == KIND_W4) m.dev = 0x1p-8; /* int4 decode tiles: c * s unrounded against round_bf16(c * s) */
+    if (k == KIND_W4 && plan->bm1 == 16) m.dev = 0x1p-8; /* int4 decode tiles: c * s unrounded against round_bf16(c * s) */
     return m;
 }

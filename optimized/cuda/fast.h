@@ -87,9 +87,11 @@ typedef struct {
 
 typedef struct {
     int bm1, bn1, bm2, bn2; /* tile heights / widths of GEMM1 (bn1: output columns of h) and GEMM2; 128-row tiles
-                             * from 65 slots an expert, for bf16 from 57 where H and I >= 2048 (NOTES.md v23), for
-                             * the e4m3 schemes from 57 where H and I >= 4096 (v26; MOE_FX_BM128=0 / 1 in the
-                             * environment: never / bf16 and fp8 from 33 slots) */
+                             * from 65 slots an expert, for bf16 and the 4-bit schemes from 57 where H and I >=
+                             * 2048 (NOTES.md v23, v34), for the e4m3 schemes from 57 where H and I >= 4096 (v26;
+                             * MOE_FX_BM128=0 / 1 in the environment: never / bf16, 4-bit and fp8 from 33 slots);
+                             * int8 and, with MOE_FX_W4WG=0 in the environment, the 4-bit schemes keep 64-row
+                             * mma.sync tiles above 16 slots */
     int max_blocks;         /* grid rows launched (an upper bound of the padded blocks) */
     int launches;           /* kernels per forward */
     int trigger_early;      /* GEMM1 lets GEMM2's CTAs start before it ends (programmatic dependent launch) */
@@ -102,7 +104,9 @@ typedef struct {
                              * memset); 0: one CTA a tile (gemm_kernel, the form before; same results bit for
                              * bit). plan_make sets it for 128-row plans and bf16's 64-row wgmma plans (NOTES.md
                              * v20); MOE_FX_WS=0 / 1 in the environment: never / every such tile; a caller may
-                             * clear it (the side-by-side check and timing) */
+                             * clear it (the side-by-side check and timing), but not on the 4-bit schemes'
+                             * 128-row tiles, which have only this form (their producer dequantizes the codes,
+                             * v34): plan_make sets it there whatever MOE_FX_WS says, fx_forward refuses 0 */
     int epi_wg;             /* bit 0 / 1: GEMM1 / GEMM2 on the e4m3 schemes' persistent 128-row tiles runs its
                              * epilogue in a warpgroup of its own (fast_ws.cuh: the consumers hand their sums over
                              * in shared memory and go on with the next tile's k loop; 5 stages instead of 6; same

@@ -341,6 +341,19 @@ template <int EPI, int BN> __device__ __forceinline__ int b_row(const gemm_param
     return min(nt * BN + j, p.N - 1);
 }
 
+/* the weight row behind row j of the B tile and whether it exists (past I
+ * or N: the copies zero-fill it), unclamped (b_row clamps, for scales) */
+template <int EPI, int BN> __device__ __forceinline__ int b_row_ok(const gemm_params &p, int nt, int j, bool &ok)
+{
+    if (EPI == EPI_GATED) {
+        const int col = nt * (BN / 2) + (j >> 4) * 8 + (j & 7);
+        ok = col < p.I;
+        return (j & 8) ? p.I + col : col;
+    }
+    ok = nt * BN + j < p.N;
+    return nt * BN + j;
+}
+
 /* tile t of a grid over nb row blocks x p.n_tiles N tiles in the grouped
  * order (gemm_kernel's comment): its row block and N tile */
 __device__ __forceinline__ void tile_coords(const gemm_params &p, int nb, int t, int &blk, int &nt)
@@ -504,12 +517,13 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                     moe_act_params a = p.act;
                     if (decltype(kind)::value >= 0) a.act = (moe_act)decltype(kind)::value;
                     /* swigluoai written out too (gpt-oss-120b bf16 M = 4096 / 16384
-                     * 17-21% faster, NOTES.md v21). The 4-bit tiles keep the folded
-                     * switch: bound by their dequantization, they gained nothing from
-                     * it; mxfp4 measured 1.5% slower than the build before with either
-                     * form (how the kernel compiles, not what it runs) */
+                     * 17-21% faster, NOTES.md v21). The 4-bit mma.sync tiles keep the
+                     * folded switch: bound by their dequantization, they gained nothing
+                     * from it; mxfp4 measured 1.5% slower than the build before with
+                     * either form (how the kernel compiles, not what it runs); the
+                     * 4-bit wgmma tile (128 rows) is bf16's, so it takes bf16's form */
                     constexpr bool silu = decltype(kind)::value == MOE_ACT_SILU,
-                                   oai = decltype(kind)::value == MOE_ACT_SWIGLUOAI && QS < QS_W4_INT;
+                                   oai = decltype(kind)::value == MOE_ACT_SWIGLUOAI && (QS < QS_W4_INT || C::TBM == 128);
 #pragma unroll
                     for (int q = 0; q < C::NF / 2; q++) {
                         const int col = gated_col<C>(nt, wn, q, t2);
@@ -810,45 +824,28 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
      * scale per 128 (int4, f32) or per 32 (e2m1, E8M0) along K; chunks
      * past N or K are zeros */
     const uint32_t sdq = sbase + STAGES * C::STAGE_BYTES;
-    /* the scale of chunk i at tile kt as stored (f32 bits or the E8M0
-     * code), loaded one tile ahead of its use: a load issued where it was
-     * used stalled every k tile for a memory round trip (NOTES.md, v10) */
-    auto w4_scale_raw = [&](int i, int kt) -> uint32_t {
+    /* the scale of chunk i at tile kt as stored (w4_scale_raw), loaded one
+     * tile ahead of its use: a load issued where it was used stalled every
+     * k tile for a memory round trip (NOTES.md, v10) */
+    auto scale_of = [&](int i, int kt) -> uint32_t {
         const int c = (tid + i * C::NT) % C::CPR, k0 = kt * KTILE + c * 32;
-        if (!bval[i] || k0 >= K) return 0u; /* f32 0 (int4); decoded below as a zero scale either way */
-        const int64_t row = (int64_t)e * p.N + bn_of[i];
-        if constexpr (QS == QS_W4_INT) return __float_as_uint(__ldg(p.w_scale + row * (K / 128) + k0 / 128));
-        else return 0x100u | __ldg((const uint8_t *)p.w_scale + row * (K / 32) + k0 / 32);
+        return w4_scale_raw<QS>(p.w_scale, (int64_t)e * p.N + bn_of[i], K, k0, bval[i] && k0 < K);
     };
     uint32_t scn[C::B_PER];
     if constexpr (W4S)
 #pragma unroll
-        for (int i = 0; i < C::B_PER; i++) scn[i] = w4_scale_raw(i, 0);
+        for (int i = 0; i < C::B_PER; i++) scn[i] = scale_of(i, 0);
     auto dequant = [&](uint32_t sb, int kt) {
         if constexpr (!W4S) return;
         else {
 #pragma unroll
         for (int i = 0; i < C::B_PER; i++) {
-            const int id = tid + i * C::NT, j = id / C::CPR, c = id % C::CPR;
+            const int id = tid + i * C::NT;
             uint32_t w32[4];
             lds128(w32, sb + id * 16);
             const uint32_t r = scn[i];
-            scn[i] = kt + 1 < KT ? w4_scale_raw(i, kt + 1) : 0u;
-            /* e2m1: bit 8 marks a loaded code (an absent scale stays 0) */
-            const float sc = QS == QS_W4_INT ? __uint_as_float(r) : (r & 0x100u) ? moe_s_decode_e8m0((uint8_t)r) : 0.0f;
-#pragma unroll
-            for (int q = 0; q < 4; q++) { /* 8 codes (one 32-bit word) -> one 16-byte chunk of 8 T */
-                uint32_t o[4];
-#pragma unroll
-                for (int h2 = 0; h2 < 4; h2++) {
-                    const float lo = w4_decode<QS>(w32[q], 2 * h2) * sc, hi = w4_decode<QS>(w32[q], 2 * h2 + 1) * sc;
-                    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-                    o[h2] = *(const uint32_t *)&v;
-                }
-                asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(sdq + swz(j, c * 4 + q)), "r"(o[0]), "r"(o[1]),
-                             "r"(o[2]), "r"(o[3])
-                             : "memory");
-            }
+            scn[i] = kt + 1 < KT ? scale_of(i, kt + 1) : 0u;
+            w4_dequant32<QS>(sdq, id / C::CPR, id % C::CPR * 4, w32, r);
         }
         }
     };

@@ -49,6 +49,43 @@ template <int QS> __device__ __forceinline__ float w4_decode(uint32_t w, int i)
     return __uint_as_float(((c & 7u) << 22) | ((c & 8u) << 28)) * 0x1p126f;
 }
 
+/* The stored scale of the 32 codes at k0 of weight row `row` (e * N + n)
+ * for the shared-memory forms: f32 bits (int4, a scale per 128 along K) or
+ * 0x100 | the E8M0 code (e2m1, per 32: bit 8 marks a loaded code, so an
+ * absent one stays 0); 0 where !ok (a row past N or a k past K): a zero
+ * scale either way (w4_dequant32) */
+template <int QS> __device__ __forceinline__ uint32_t w4_scale_raw(const float *w_scale, int64_t row, int K, int k0, bool ok)
+{
+    if (!ok) return 0u;
+    if (QS == QS_W4_INT) return __float_as_uint(__ldg(w_scale + row * (K / 128) + k0 / 128));
+    return 0x100u | __ldg((const uint8_t *)w_scale + row * (K / 32) + k0 / 32);
+}
+
+/* 32 codes of one weight row (w32: 16 bytes, k order, low nibble first)
+ * with their stored scale (w4_scale_raw) to the reference's WEIGHT_TO_ACT
+ * values, round_bf16(f32(decode(q) * scale)), in four 16-byte chunks c4 ..
+ * c4 + 3 of row j of a buffer of 128-byte rows at base, swizzled as swz
+ * lays them out (the layout the MMAs read). The 64-row tiles' row buffer
+ * (gemm_kernel) and the 128-row tiles' producer (fast_ws.cuh) both write
+ * their stages through it. */
+template <int QS> __device__ __forceinline__ void w4_dequant32(uint32_t base, int j, int c4, const uint32_t (&w32)[4], uint32_t raw)
+{
+    const float sc = QS == QS_W4_INT ? __uint_as_float(raw) : (raw & 0x100u) ? moe_s_decode_e8m0((uint8_t)raw) : 0.0f;
+#pragma unroll
+    for (int q = 0; q < 4; q++) { /* 8 codes (one 32-bit word) -> one 16-byte chunk of 8 bf16 */
+        uint32_t o[4];
+#pragma unroll
+        for (int h2 = 0; h2 < 4; h2++) {
+            const float lo = w4_decode<QS>(w32[q], 2 * h2) * sc, hi = w4_decode<QS>(w32[q], 2 * h2 + 1) * sc;
+            const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+            o[h2] = *(const uint32_t *)&v;
+        }
+        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(base + swz(j, c4 + q)), "r"(o[0]), "r"(o[1]), "r"(o[2]),
+                     "r"(o[3])
+                     : "memory");
+    }
+}
+
 __device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c)
 {
     uint32_t d;

@@ -50,7 +50,36 @@
  * up, 8-row block, expert), box (k tile, 8, 2, BN / 16, 1); rows past I,
  * N and K are zero-filled by the TMA unit as the copies' src-size 0 did.
  * `full` then counts the 128 copy arrivals plus the TMA thread's
- * expect-tx arrival. */
+ * expect-tx arrival.
+ *
+ * 4-bit weight codes (QS_W4_INT / QS_W4_MX, bf16 128 x 256, NOTES.md v34):
+ * the producer warpgroup dequantizes. Before, the 4-bit prefill ran on the
+ * 64-row mma.sync tiles, whose eight warps each stop at two CTA barriers a
+ * k tile to turn the stage's codes into a shared bf16 row buffer (v10):
+ * 16-25% of the dense bf16 peak, three times bf16's time at M >= 4096.
+ * Here each producer thread copies its 4 chunks of a k tile's codes (BN
+ * rows of 32 bytes) by cp.async into a ring of CR k tiles, LA tiles ahead
+ * of the one it converts; it waits for its own copies of tile kt
+ * (cp.async.wait_group: one commit group a k tile, LA opening ones a tile),
+ * converts them with their scales (loaded a k tile ahead) into the stage's
+ * B rows through w4_dequant32 (the reference's WEIGHT_TO_ACT values in
+ * swz's layout: the consumers read a bf16 B tile, unchanged) and arrives
+ * on `full`, which counts 128 copy arrivals (A) and 128 plain ones (B; an
+ * mbarrier arrive releases the thread's shared stores, the consumers'
+ * fence.proxy.async then makes them visible to wgmma). A thread converts
+ * only what it copied itself, so no barrier of the producers is needed.
+ * Measured (NOTES.md v34): 1.5-2.0x faster than the 64-row tiles at
+ * M >= 1024, still 1.2-1.75x bf16's time on the same tile. A second
+ * producer warpgroup sharing the conversion (512 threads, setmaxnreg 96 /
+ * 160, the consumers' m64n256 as two n128) ran int4 about 2.5% faster and
+ * e2m1 5-7% slower, so the conversion's issue rate is not what holds the
+ * tile back; not kept. Nor the scales copied with the codes through the
+ * ring (4-byte cp.async words, read back from shared memory) instead of
+ * loaded a k tile ahead: int4 1-2%, e2m1 7-10% slower on one machine, the
+ * same binaries alternated.
+ * The products are the bf16 tile's on the same B values, so a 4-bit
+ * forward on this tile is bit-identical to the bf16 forward on the
+ * dequantized weights (check_gpu_fast w4_wgmma_matches_bf16). */
 #ifndef MOE_OPTIMIZED_CUDA_FAST_WS_CUH
 #define MOE_OPTIMIZED_CUDA_FAST_WS_CUH
 
@@ -58,15 +87,20 @@
 
 namespace fx {
 
-/* EW: the epilogue runs in a warpgroup of its own (below) */
-template <int BM, int BN, int STAGES, bool EW = false> struct ws_cfg {
+/* EW: the epilogue runs in a warpgroup of its own (below); W4: 4-bit weight
+ * codes, dequantized by the producer (below) */
+template <int BM, int BN, int STAGES, bool EW = false, bool W4 = false> struct ws_cfg {
     static constexpr int NCW = BM / 16;                   /* consumer warps, 16 rows each */
     static constexpr int NT = NCW * 32 + 128 + EW * 128;  /* + the producer (+ the epilogue) warpgroup */
     static constexpr int STAGE_BYTES = BM * 128 + BN * 128;
     /* EW: both consumer warpgroups' sums, handed over: 128 x 128 f32, or GATED's 128 x 256 rounded to the
      * output type (below) */
     static constexpr int EBYTES = EW ? 65536 : 0;
-    static constexpr int SMEM = STAGES * STAGE_BYTES + EBYTES + 1024;
+    /* W4: the codes' ring, CR k tiles of BN rows of 32 bytes, LA of them in flight ahead of the one the
+     * producer dequantizes */
+    static constexpr int LA = 2, CR = LA + 1, CBYTES = W4 ? CR * BN * 32 : 0;
+    static constexpr int SMEM = STAGES * STAGE_BYTES + EBYTES + CBYTES + 1024;
+    static_assert(!(EW && W4), "4-bit codes: no epilogue warpgroup form");
     static_assert(BM % 64 == 0 && (BN == 128 || BN == 256) && STAGES >= 3, "ws tiles: warpgroups of 64 rows");
     static_assert(!EW || (BM == 128 && (BN == 128 || BN == 256)), "the epilogue warpgroup: 128-row tiles, 64 KB of sums");
 };
@@ -109,10 +143,11 @@ template <int EPI, int QS, bool HB = false> struct ew_regs {
 };
 
 template <class T, int BM, int BN, int STAGES, int EPI, int QS, bool EW>
-__global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
+__global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>::NT, 1)
     gemm_ws_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
 {
-    typedef ws_cfg<BM, BN, STAGES, EW> W;
+    constexpr bool W4 = QS >= QS_W4_INT; /* 4-bit weight codes, dequantized by the producer (above) */
+    typedef ws_cfg<BM, BN, STAGES, EW, W4> W;
     constexpr int NWG = BM / 64; /* consumer warpgroups */
     typedef cfg<BM, BN, W::NCW, 1, STAGES, true> C; /* the consumers' fragment layout (epilogue) */
     constexpr bool PROMO = std::is_same<T, __nv_fp8_e4m3>::value;
@@ -124,7 +159,8 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
     static_assert(!HB || (EPI == EPI_GATED && QS == QS_EPILOGUE && !PROMO && sizeof(TO) == 2),
                   "sums handed over rounded: GATED without epilogue scales (gemm_ws_launch refuses w_scale)");
     static_assert(sizeof(T) == 2 || PROMO, "ws tiles: bf16 / f16 or e4m3");
-    static_assert(QS == QS_EPILOGUE || (QS == QS_KTILE && PROMO), "ws tiles: epilogue or k-tile scales");
+    static_assert(QS == QS_EPILOGUE || (QS == QS_KTILE && PROMO) || (W4 && std::is_same<T, __nv_bfloat16>::value && BM == 128),
+                  "ws tiles: epilogue or k-tile scales; 4-bit codes on bf16's 128-row tile");
     extern __shared__ __align__(128) unsigned char smem[];
     /* full[s], empty[s] of the stage ring; tfull[2], tempty[2] of the tile ring;
      * EW: efull[c], eempty[c] of consumer warpgroup c's sums and etile[c], their tile */
@@ -135,10 +171,12 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
     const uint32_t tfull0 = empty0 + 8 * STAGES, tempty0 = tfull0 + 16, efull0 = tempty0 + 16, eempty0 = efull0 + 8 * NWG;
     /* EW: [NWG][NF][128] float4, a thread's n8 fragments, 128 threads a row */
     float4 *const ebuf = (float4 *)(smem + (sbase - s0) + STAGES * W::STAGE_BYTES);
+    const uint32_t cbase = sbase + STAGES * W::STAGE_BYTES + W::EBYTES; /* W4: the codes' ring */
     static_assert(!EW || NWG * C::NF * 128 * 16 / (HB ? 2 : 1) == W::EBYTES, "the sums' buffer: every consumer thread's fragments");
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     if (tid == 0) {
-        for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 128 + (p.b_tma ? 1 : 0)), mbar_init(empty0 + 8 * s, W::NCW);
+        /* full: the A copies' 128 arrivals, plus the TMA thread's, or W4's 128 producer threads' */
+        for (int s = 0; s < STAGES; s++) mbar_init(full0 + 8 * s, 128 + (W4 ? 128 : p.b_tma ? 1 : 0)), mbar_init(empty0 + 8 * s, W::NCW);
         for (int s = 0; s < 2; s++) mbar_init(tfull0 + 8 * s, 1), mbar_init(tempty0 + 8 * s, W::NCW);
         for (int c = 0; c < (EW ? NWG : 0); c++) mbar_init(efull0 + 8 * c, 128), mbar_init(eempty0 + 8 * c, 128);
         /* the barriers' init visible to the TMA unit's complete-tx */
@@ -206,7 +244,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
         const int pt = tid - W::NCW * 32, ck = pt & 7, r8 = pt >> 3; /* chunk ck of rows r8 + 16 i */
         /* HB: TMA weights only (gemm_ws_launch): the copies' address
          * arithmetic for 256 rows spilled at 72 registers */
-        const bool tma = HB || p.b_tma != 0;
+        const bool tma = !W4 && (HB || p.b_tma != 0);
         if (tma && pt == 0) asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&wmap) : "memory");
         int it = 0;
         for (int tn = 0;; tn++) { /* the CTA's tn-th tile */
@@ -233,6 +271,35 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
                 const int r = row0 + r8 + 16 * i, s = p.sorted[r];
                 asrc[i] = s < 0 ? -1 : p.a_gather ? s / p.a_div : r;
             }
+            /* W4: chunk i of a k tile's codes is 16-byte half ci & 1 of B row ci >> 1 (ci = pt + 128 i): its
+             * weight row's first code byte and its stored scale, read a k tile ahead (crow: -1 past N) */
+            constexpr int CH = W4 ? BN * 2 / 128 : 1;
+            int64_t crow[CH], srow[CH];
+            uint32_t scr[CH];
+            if constexpr (W4) {
+#pragma unroll
+                for (int i = 0; i < CH; i++) {
+                    const int ci = pt + 128 * i;
+                    bool ok;
+                    const int n = b_row_ok<EPI, BN>(p, nt, ci >> 1, ok);
+                    srow[i] = (int64_t)e * p.N + (ok ? n : 0);
+                    crow[i] = ok ? srow[i] * (K / 2) + (ci & 1) * 16 : -1;
+                    scr[i] = w4_scale_raw<QS>(p.w_scale, srow[i], K, (ci & 1) * 32, ok);
+                }
+            }
+            /* W4: k tile kt's codes into ring slot kt % CR (K is whole 64-wide k tiles: fast.h) */
+            auto codes = [&](int kt) {
+#pragma unroll
+                for (int i = 0; i < CH; i++)
+                    cp_async16(cbase + (kt % W::CR) * (BN * 32) + (pt + 128 * i) * 16,
+                               (const uint8_t *)p.w + (crow[i] < 0 ? 0 : crow[i] + kt * 32), crow[i] >= 0);
+            };
+            if constexpr (W4)
+#pragma unroll
+                for (int kt = 0; kt < W::LA; kt++) {
+                    if (kt < KT) codes(kt);
+                    cp_async_commit();
+                }
             for (int kt = 0; kt < KT; kt++, it++) {
                 const int s = it % STAGES;
                 mbar_wait(empty0 + 8 * s, ((it / STAGES) & 1) ^ 1);
@@ -243,20 +310,37 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
                 for (int i = 0; i < BM / 16; i++)
                     cp_async16(sa + swz(r8 + 16 * i, ck), (const T *)p.a + (int64_t)max(asrc[i], 0) * K + (kin ? k0 : 0),
                                asrc[i] >= 0 && kin);
+                if constexpr (W4) {
+                    if (kt + W::LA < KT) codes(kt + W::LA);
+                    cp_async_commit();
+                    cp_async_arrive_noinc(full0 + 8 * s); /* the A rows */
+                    uint32_t nxt[CH];
+#pragma unroll
+                    for (int i = 0; i < CH; i++) { /* the next k tile's scales, under this one's conversion */
+                        const int ci = pt + 128 * i, k1 = (kt + 1) * KTILE + (ci & 1) * 32;
+                        nxt[i] = crow[i] >= 0 && kt + 1 < KT
+                                     ? w4_scale_raw<QS>(p.w_scale, srow[i], K, k1, true) : 0u;
+                    }
+                    cp_async_wait<W::LA>(); /* this thread's codes of tile kt (committed LA groups ago) */
+#pragma unroll
+                    for (int i = 0; i < CH; i++) {
+                        const int ci = pt + 128 * i;
+                        uint32_t w32[4];
+                        lds128(w32, cbase + (kt % W::CR) * (BN * 32) + ci * 16);
+                        w4_dequant32<QS>(sb, ci >> 1, (ci & 1) * 4, w32, scr[i]);
+                        scr[i] = nxt[i];
+                    }
+                    mbar_arrive(full0 + 8 * s); /* the B rows: the stores before it released */
+                    continue;
+                }
                 if (tma) {
                     if (pt == 0) tma_weights<EPI, BN, KTILE>(sb, &wmap, kt, nt, e, full0 + 8 * s);
                 } else
 #pragma unroll
                 for (int i = 0; i < BN / 16; i++) {
                     const int j = r8 + 16 * i;
-                    int n;
                     bool ok;
-                    if (EPI == EPI_GATED) {
-                        const int col = nt * (BN / 2) + (j >> 4) * 8 + (j & 7);
-                        ok = col < p.I, n = (j & 8) ? p.I + col : col;
-                    } else {
-                        n = nt * BN + j, ok = n < p.N;
-                    }
+                    const int n = b_row_ok<EPI, BN>(p, nt, j, ok);
                     cp_async16(sb + swz(j, ck), (const T *)p.w + ((int64_t)e * p.N + (ok ? n : 0)) * K + (kin ? k0 : 0),
                                ok && kin);
                 }
@@ -371,7 +455,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW>::NT, 1)
 template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0, bool EW = false> cudaError_t gemm_ws_prepare()
 {
     return cudaFuncSetAttribute(gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS, EW>,
-                                cudaFuncAttributeMaxDynamicSharedMemorySize, ws_cfg<BM, BN, STAGES, EW>::SMEM);
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>::SMEM);
 }
 
 /* one CTA an SM (at most the tile count's upper bound); pdl: launched as
@@ -391,8 +475,9 @@ cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cud
     q.max_blocks = max_blocks, q.n_tiles = (n_cols + per_tile - 1) / per_tile, q.group = 8;
     const int64_t tiles = (int64_t)max_blocks * q.n_tiles;
     cudaLaunchConfig_t lc = {};
-    lc.gridDim = dim3((unsigned)(tiles < sms ? tiles : sms)), lc.blockDim = dim3(ws_cfg<BM, BN, STAGES, EW>::NT);
-    lc.dynamicSmemBytes = ws_cfg<BM, BN, STAGES, EW>::SMEM, lc.stream = s;
+    typedef ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)> W;
+    lc.gridDim = dim3((unsigned)(tiles < sms ? tiles : sms)), lc.blockDim = dim3(W::NT);
+    lc.dynamicSmemBytes = W::SMEM, lc.stream = s;
     cudaLaunchAttribute at;
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;

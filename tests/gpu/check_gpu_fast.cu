@@ -245,7 +245,7 @@ static void fprob_make_sc(const fcase *c, moe_scheme sc, uint64_t seed, int atom
     f->p.M = c->M, f->p.E = c->E, f->p.topk = c->k, f->p.H = c->H, f->p.I = c->I;
     f->p.scheme = sc, f->p.act = moe_act_defaults(c->act, MOE_LAYOUT_GATE_UP), f->p.atomic = atomic;
     ck_assert_msg(moe_cuda_fx_plan_make(&f->p, &f->plan) == MOE_OK, "%s", moe_last_error());
-    if (c->expect_bm && sc == MOE_SCHEME_BF16) ck_assert_int_eq(f->plan.bm1, want_bm(c, &f->plan)); /* 4-bit: no 128-row tile */
+    if (c->expect_bm) ck_assert_int_eq(f->plan.bm1, want_bm(c, &f->plan)); /* 4-bit: bf16's tiles from 64 rows on */
     f->dx = dcopy(&f->x), f->dids = dcopy(&f->ids), f->dw = dcopy(&f->w);
     if (sc == MOE_SCHEME_BF16) {
         f->dw1 = dcopy(&f->w1), f->dw2 = dcopy(&f->w2);
@@ -406,6 +406,9 @@ static const fcase FCASES[] = {
     {16, 40, 8, 1024, 512, MOE_ACT_SILU, 16},
     /* 32 slots an expert at H 4096: bf16's 64-row tile on wgmma (plan.wg64) */
     {64, 4, 2, 4096, 128, MOE_ACT_SILU, 64},
+    /* 125 slots an expert, small enough for the 4-bit schemes' stagewise judge (M k H I <= 2^26): bf16's
+     * 128 x 256 wgmma tile, for the 4-bit schemes too (their producer dequantizes, NOTES.md v34) */
+    {500, 8, 2, 256, 256, MOE_ACT_SWIGLUOAI, 128},
 };
 
 /* the 8-bit schemes' cases: decode tiles, the 64-row tile (e4m3: the
@@ -1351,7 +1354,8 @@ static void same_bits(const char *name, const char *form, uint16_t *ws, const ui
     size_t bad = 0, nonfinite = 0;
     for (size_t i = 0; i < n; i++) bad += ws[i] != one[i], nonfinite += !isfinite(moe_bf16_to_f32(ws[i]));
     ck_assert_msg(nonfinite == 0, "%s %s: %zu outputs not finite (unwritten?)", name, form, nonfinite);
-    ck_assert_msg(bad == 0, "%s: %s and one-CTA-a-tile forwards differ at %zu of %zu outputs", name, form, bad, n);
+    ck_assert_msg(bad == 0, "%s: the %s forward differs from the form it is checked against (one CTA a tile, or the "
+                  "one the test names) at %zu of %zu outputs", name, form, bad, n);
     free(ws);
 }
 
@@ -1443,6 +1447,69 @@ START_TEST(persistent_matches_one_cta)
     }
     /* every scheme's 128-row cases ran the epilogue warpgroup (the small mode's one case too) */
     ck_assert(ewg > 0);
+}
+END_TEST
+
+/* The 4-bit schemes on bf16's 128 x 256 wgmma tile (fast_ws.cuh: the
+ * producer warpgroup dequantizes each k tile's codes into the stage, the
+ * consumers are bf16's) against the bf16 forward on the same tile with the
+ * dequantized weights, round_bf16(f32(decode(q) * scale)) (WEIGHT_TO_ACT,
+ * what w4_weights' moe_ref_dequantize gives before the rounding): the same
+ * products in the same order, so the same bits. The cases give each
+ * persistent CTA several tiles of both GEMMs (about 48 row blocks x 5 / 5
+ * N tiles), k tiles 20 / 10 (int4) and 19 / 11 (e2m1: K not a multiple of
+ * the 4 stages nor of the codes' ring of 3, so both wrap mid-tile), pad
+ * rows, both activations, and (e2m1, whose groups are 32 wide) partial N
+ * tiles of both GEMMs at H 1216, I 704. The plan must take this tile for
+ * them, persistent, and refuse it otherwise. */
+static const moe_scheme W4_SCHEMES[] = {MOE_SCHEME_W4A16_G128, MOE_SCHEME_MXFP4_W4A16};
+
+START_TEST(w4_wgmma_matches_bf16)
+{
+    const moe_scheme sc = W4_SCHEMES[_i];
+    const int mx = sc == MOE_SCHEME_MXFP4_W4A16;
+    const fcase cases[] = {{3000, 8, 2, 1280, 640, MOE_ACT_SILU, 128},
+                           {3000, 8, 2, mx ? 1216 : 1280, mx ? 704 : 640, MOE_ACT_SWIGLUOAI, 128}};
+    const fcase small = {1200, 4, 2, 512, 256, MOE_ACT_SILU, 128};
+    const size_t nc = gpu_small() ? 1 : 2;
+    for (size_t ci = 0; ci < nc; ci++) {
+        const fcase *c = gpu_small() ? &small : &cases[ci];
+        const size_t n = (size_t)c->M * c->H;
+        fprob f, b;
+        fprob_make_sc(c, sc, 1500 + ci, 0, &f);
+        ck_assert_int_eq(f.plan.bm1, 128);
+        ck_assert_int_eq(f.plan.bn1 * 2, 256);
+        ck_assert_int_eq(f.plan.bn2, 256);
+        ck_assert_int_eq(f.plan.persistent, 1);
+        ck_assert_int_eq(f.plan.tma, 0); /* the codes' 32-byte rows: copies */
+        uint16_t *o4 = run_forward(&f);
+        /* the one-CTA-a-tile form does not exist for this tile: refused, naming the rule */
+        f.plan.persistent = 0;
+        moe_cuda_fx_args a = fargs(&f);
+        ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &f.plan, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+        ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan.persistent 0 on 4-bit 128-row tiles"));
+        /* the same x, routing and router weights (same seed), the weights replaced by the 4-bit ones' values */
+        fprob_make_sc(c, MOE_SCHEME_BF16, 1500 + ci, 0, &b);
+        ck_assert_int_eq(b.plan.bm1, 128);
+        ck_assert_int_eq(b.plan.persistent, 1);
+        const moe_tensor *dq[2] = {&f.w1, &f.w2};
+        void *dst[2] = {b.dw1, b.dw2};
+        for (int w = 0; w < 2; w++) {
+            const size_t m = (size_t)(dq[w]->shape[0] * dq[w]->shape[1] * dq[w]->shape[2]);
+            uint16_t *h = (uint16_t *)malloc(m * 2);
+            for (size_t i = 0; i < m; i++) h[i] = moe_f32_to_bf16(((const float *)dq[w]->data)[i], MOE_POLICY_IEEE_RNE, NULL);
+            ck_assert_int_eq(cudaMemcpy(dst[w], h, m * 2, cudaMemcpyHostToDevice), cudaSuccess);
+            free(h);
+        }
+        b.plan.epi_wg = 0; /* the consumers hand nothing over: the 4-bit tile's form */
+        uint16_t *ob = run_forward(&b);
+        same_bits(moe_scheme_name(sc), "4-bit 128 x 256 (against bf16 on its dequantized weights)", o4, ob, n);
+        printf("w4 wgmma %s: M %d E %d top-%d H %d I %d, plan %d x %d / %d x %d persistent, %zu outputs bit-identical "
+               "to the bf16 forward on the dequantized weights\n",
+               moe_scheme_name(sc), c->M, c->E, c->k, c->H, c->I, f.plan.bm1, f.plan.bn1 * 2, f.plan.bm2, f.plan.bn2, n);
+        free(ob);
+        fprob_free(&f), fprob_free(&b);
+    }
 }
 END_TEST
 
@@ -2083,8 +2150,9 @@ END_TEST
  * experts whose last block has real rows in it: 2100 tokens on 8 experts
  * (about 525 slots each, 4 blocks of 128 and a tail of a few rows, or 8
  * of 64) and 130 on 16 with top-4 (about 33 slots: one 64-row block, on
- * either side of 32). Every scheme: the e4m3 and bf16 128-row tiles, the
- * mma.sync 64-row tile of the 4-bit schemes and of bf16 below H 4096 (the
+ * either side of 32). Every scheme: the e4m3, bf16 and 4-bit 128-row tiles
+ * (the first case), the mma.sync 64-row tile of the 4-bit schemes and of
+ * bf16 below H 4096 (the
  * e4m3 64-row tile is one warpgroup: nothing to skip; int8's 64-row tile
  * has the skip compiled out). */
 START_TEST(pad_skip_matches_full)
@@ -2170,6 +2238,10 @@ static void add_tests(Suite *s)
     tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
     tcase_add_loop_test(tw, pad_skip_matches_full, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
     tcase_add_loop_test(tw, decode_persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
+    /* CK_RUN_CASE=w4wg: the 4-bit schemes' 128 x 256 wgmma tile against bf16 on the dequantized weights (no host
+     * forward, seconds) */
+    TCase *t4 = gpu_tcase(s, "w4wg", 300);
+    tcase_add_loop_test(t4, w4_wgmma_matches_bf16, 0, (int)(sizeof W4_SCHEMES / sizeof W4_SCHEMES[0]));
     /* CK_RUN_CASE=tma: the weight tiles by TMA against the copies (no host forward) */
     TCase *tt = gpu_tcase(s, "tma", 600);
     tcase_add_loop_test(tt, tma_matches_copies, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
