@@ -1456,12 +1456,15 @@ END_TEST
  * dequantized weights, round_bf16(f32(decode(q) * scale)) (WEIGHT_TO_ACT,
  * what w4_weights' moe_ref_dequantize gives before the rounding): the same
  * products in the same order, so the same bits. The cases give each
- * persistent CTA several tiles of both GEMMs (about 48 row blocks x 5 / 5
- * N tiles), k tiles 20 / 10 (int4) and 19 / 11 (e2m1: K not a multiple of
- * the 4 stages nor of the codes' ring of 3, so both wrap mid-tile), pad
- * rows, both activations, and (e2m1, whose groups are 32 wide) partial N
- * tiles of both GEMMs at H 1216, I 704. The plan must take this tile for
- * them, persistent, and refuse it otherwise. */
+ * persistent CTA several tiles of both GEMMs (6 000 slots on 8 experts:
+ * about 50-55 row blocks x 5 / 5 N tiles), k tiles 20 / 10, and for the
+ * e2m1 second case 19 / 11 (K not a multiple of the 4 stages nor of the
+ * codes' ring of 3, so both wrap mid-tile) with partial N tiles of both
+ * GEMMs at H 1216, I 704 (e2m1's groups are 32 wide); pad rows where an
+ * expert's slots end inside a block (the routing's, not asserted here:
+ * pad_skip_matches_full asserts its own), both activations. The plan must
+ * take this tile for them, persistent, and fx_forward must refuse the
+ * tile without plan.persistent. */
 static const moe_scheme W4_SCHEMES[] = {MOE_SCHEME_W4A16_G128, MOE_SCHEME_MXFP4_W4A16};
 
 START_TEST(w4_wgmma_matches_bf16)
