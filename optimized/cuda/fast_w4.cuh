@@ -2,7 +2,8 @@
  * QS_W4_MX). Included by fast_gemm.cuh inside namespace fx.
  *
  * Two forms. The 64-row tiles dequantize a stage once per CTA into a shared
- * bf16 row buffer (w4_decode: one code, f32). The decode tiles (one warp
+ * bf16 row buffer, the 128-row tile's producer into the stage itself
+ * (w4_dequant32, below). The decode tiles (one warp
  * row, the weights streamed once) turn the codes into B fragments in
  * registers (w4_pair_*): a dequantization through shared memory cost a
  * store, a barrier and a reload per code and left the decode GEMMs at a
@@ -34,19 +35,13 @@
 #ifndef MOE_OPTIMIZED_CUDA_FAST_W4_CUH
 #define MOE_OPTIMIZED_CUDA_FAST_W4_CUH
 
-/* The value of 4-bit code i of w (bits 4i .. 4i + 3), exactly
- * moe_qc_decode's, in a few integer and f32 operations (the shared-memory
- * form's inner loop: through the generic decode it cost six times the
- * weights' memory time, NOTES.md v10): int4 (two's complement) as 2^23 +
- * (q ^ 8) - (2^23 + 8); e2m1's three magnitude bits as an f32's low
- * exponent bits and top mantissa bit, times 2^126 (exponent 0 is the
- * subnormal 0.5), the sign bit moved to bit 31. */
-template <int QS> __device__ __forceinline__ float w4_decode(uint32_t w, int i)
+/* The value of int4 code i of w (bits 4i .. 4i + 3, two's complement),
+ * exactly moe_qc_decode's: 2^23 + (q ^ 8) - (2^23 + 8) in f32 (w4_dequant32's
+ * plain form; through the generic decode the shared-memory form cost six
+ * times the weights' memory time, NOTES.md v10) */
+__device__ __forceinline__ float w4_decode_int(uint32_t w, int i)
 {
-    if (QS == QS_W4_INT)
-        return __uint_as_float(0x4B000000u | (((w ^ 0x88888888u) >> (4 * i)) & 0xFu)) - 8388616.0f;
-    const uint32_t c = w >> (4 * i);
-    return __uint_as_float(((c & 7u) << 22) | ((c & 8u) << 28)) * 0x1p126f;
+    return __uint_as_float(0x4B000000u | (((w ^ 0x88888888u) >> (4 * i)) & 0xFu)) - 8388616.0f;
 }
 
 /* The stored scale of the 32 codes at k0 of weight row `row` (e * N + n)
@@ -59,31 +54,6 @@ template <int QS> __device__ __forceinline__ uint32_t w4_scale_raw(const float *
     if (!ok) return 0u;
     if (QS == QS_W4_INT) return __float_as_uint(__ldg(w_scale + row * (K / 128) + k0 / 128));
     return 0x100u | __ldg((const uint8_t *)w_scale + row * (K / 32) + k0 / 32);
-}
-
-/* 32 codes of one weight row (w32: 16 bytes, k order, low nibble first)
- * with their stored scale (w4_scale_raw) to the reference's WEIGHT_TO_ACT
- * values, round_bf16(f32(decode(q) * scale)), in four 16-byte chunks c4 ..
- * c4 + 3 of row j of a buffer of 128-byte rows at base, swizzled as swz
- * lays them out (the layout the MMAs read). The 64-row tiles' row buffer
- * (gemm_kernel) and the 128-row tiles' producer (fast_ws.cuh) both write
- * their stages through it. */
-template <int QS> __device__ __forceinline__ void w4_dequant32(uint32_t base, int j, int c4, const uint32_t (&w32)[4], uint32_t raw)
-{
-    const float sc = QS == QS_W4_INT ? __uint_as_float(raw) : (raw & 0x100u) ? moe_s_decode_e8m0((uint8_t)raw) : 0.0f;
-#pragma unroll
-    for (int q = 0; q < 4; q++) { /* 8 codes (one 32-bit word) -> one 16-byte chunk of 8 bf16 */
-        uint32_t o[4];
-#pragma unroll
-        for (int h2 = 0; h2 < 4; h2++) {
-            const float lo = w4_decode<QS>(w32[q], 2 * h2) * sc, hi = w4_decode<QS>(w32[q], 2 * h2 + 1) * sc;
-            const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-            o[h2] = *(const uint32_t *)&v;
-        }
-        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(base + swz(j, c4 + q)), "r"(o[0]), "r"(o[1]), "r"(o[2]),
-                     "r"(o[3])
-                     : "memory");
-    }
 }
 
 __device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c)
@@ -122,6 +92,85 @@ __device__ __forceinline__ uint32_t w4_pair_mx(uint32_t w, int j, uint32_t f1, u
     const uint32_t v = (t & 0x80008000u) | ((t >> 6) & 0x01C001C0u);
     const uint32_t r = bf16x2_fma(v, f1, 0x80008000u); /* + (-0): keeps -0 */
     return two ? bf16x2_fma(r, f2, 0x80008000u) : r;
+}
+
+/* one 16-byte chunk (8 bf16) of w4_dequant32's output row */
+__device__ __forceinline__ void w4_st16(uint32_t base, int j, int c, uint32_t a, uint32_t b, uint32_t c2, uint32_t d)
+{
+    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};\n" ::"r"(base + swz(j, c)), "r"(a), "r"(b), "r"(c2), "r"(d) : "memory");
+}
+
+/* 32 codes of one weight row (w32: 16 bytes, k order, low nibble first)
+ * with their stored scale (w4_scale_raw) to the reference's WEIGHT_TO_ACT
+ * values, round_bf16(f32(decode(q) * scale)), in four 16-byte chunks c4 ..
+ * c4 + 3 of row j of a buffer of 128-byte rows at base, swizzled as swz
+ * lays them out (the layout the MMAs read). The 64-row tiles' row buffer
+ * (gemm_kernel) and the 128-row tiles' producer (fast_ws.cuh) both write
+ * their stages through it, and the producer's issue rate bounds the
+ * 128-row tile (NOTES.md v35: about 5.6 instructions a code with one
+ * producer warp a scheduler), so each format takes a short exact form:
+ * - int4: a byte permute puts u = q ^ 8 under 2^23's exponent (2^23 + u;
+ *   a word's even and odd codes spread over bytes first), one add takes
+ *   2^23 off, and fma(u, s, -8 s) is (u - 8) s = q s rounded once, as the
+ *   reference's f32 product, for scales in (0, 2^120): -8 s is exact there,
+ *   while a zero or negative scale would give +0 where q s is -0, and NaN,
+ *   inf and huge ones follow IEEE's rules for the plain product: those take
+ *   the plain form (decode, then multiply).
+ * - e2m1: the decode tiles' pair form (w4_pair_mx: the value times
+ *   2^(S - 127) in one or two bf16 multiplies, exact, w4_pairs_exhaustive)
+ *   gives codes j, j + 4 of a word; byte permutes re-pair them into k
+ *   order. An absent scale (bit 8 clear) gives zeros.
+ * (check_gpu_fast w4_dequant_exhaustive: every code with 2 000 int4 scales
+ * and every E8M0 code, bit for bit against the reference.) */
+template <int QS> __device__ __forceinline__ void w4_dequant32(uint32_t base, int j, int c4, const uint32_t (&w32)[4], uint32_t raw)
+{
+    /* each form stores its own chunks: one set of results merged after the
+     * branch cost a register move each (110 moves a producer k tile) */
+    auto pack = [](float lo, float hi) {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *(const uint32_t *)&v;
+    };
+    if constexpr (QS == QS_W4_INT) {
+        const float sc = __uint_as_float(raw);
+        if (sc > 0.0f && sc < 0x1p120f) {
+            const float m8 = sc * -8.0f;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const uint32_t x = w32[q] ^ 0x88888888u, ev = x & 0x0F0F0F0Fu, od = (x >> 4) & 0x0F0F0F0Fu;
+                uint32_t o[4];
+#pragma unroll
+                for (int h2 = 0; h2 < 4; h2++) { /* codes 2 h2 (byte h2 of ev) and 2 h2 + 1 (of od) */
+                    const float lo = __uint_as_float(__byte_perm(ev, 0x4B000000u, 0x7440u + h2)) - 8388608.0f,
+                                hi = __uint_as_float(__byte_perm(od, 0x4B000000u, 0x7440u + h2)) - 8388608.0f;
+                    o[h2] = pack(fmaf(lo, sc, m8), fmaf(hi, sc, m8));
+                }
+                w4_st16(base, j, c4 + q, o[0], o[1], o[2], o[3]);
+            }
+        } else {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                uint32_t o[4];
+#pragma unroll
+                for (int h2 = 0; h2 < 4; h2++)
+                    o[h2] = pack(w4_decode_int(w32[q], 2 * h2) * sc, w4_decode_int(w32[q], 2 * h2 + 1) * sc);
+                w4_st16(base, j, c4 + q, o[0], o[1], o[2], o[3]);
+            }
+        }
+    } else {
+        uint32_t f1, f2;
+        const bool two = w4_mx_factors(raw & 0xFFu, &f1, &f2);
+        if (!(raw & 0x100u)) f1 = 0u, f2 = 0u; /* absent: +-0 */
+        /* the second multiply selected per lane: a warp vote skipping it where no lane needs it (scales
+         * above 2) ran the 128-row tile 15-20% slower (NOTES.md v35) */
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            uint32_t r[4]; /* r[i]: codes i and i + 4 */
+#pragma unroll
+            for (int i = 0; i < 4; i++) r[i] = w4_pair_mx(w32[q], i, f1, f2, two);
+            w4_st16(base, j, c4 + q, __byte_perm(r[0], r[1], 0x5410u), __byte_perm(r[2], r[3], 0x5410u),
+                    __byte_perm(r[0], r[1], 0x7632u), __byte_perm(r[2], r[3], 0x7632u));
+        }
+    }
 }
 
 /* A's fragment of MMA j from a row pair's k 16q .. 16q + 15 (u[h][i]: the

@@ -69,14 +69,16 @@
  * fence.proxy.async then makes them visible to wgmma). A thread converts
  * only what it copied itself, so no barrier of the producers is needed.
  * Measured (NOTES.md v34): 1.5-2.0x faster than the 64-row tiles at
- * M >= 1024, still 1.2-1.75x bf16's time on the same tile. A second
+ * M >= 1024. The producer warp (one a scheduler) is what bounds the tile:
+ * per-instruction samples put the consumers' waits on `full` at 36-42% of
+ * all samples and the producer issuing or waiting on its own dependent
+ * instructions (v35), so its conversion runs in as few instructions as
+ * the exact values allow (w4_dequant32: e2m1 1.2x, int4 1.04x faster than
+ * v34); still 1.1-1.5x bf16's time on the same tile. Not kept: a second
  * producer warpgroup sharing the conversion (512 threads, setmaxnreg 96 /
- * 160, the consumers' m64n256 as two n128) ran int4 about 2.5% faster and
- * e2m1 5-7% slower, so the conversion's issue rate is not what holds the
- * tile back; not kept. Nor the scales copied with the codes through the
- * ring (4-byte cp.async words, read back from shared memory) instead of
- * loaded a k tile ahead: int4 1-2%, e2m1 7-10% slower on one machine, the
- * same binaries alternated.
+ * 160, the consumers' m64n256 as two n128: int4 about 2.5% faster, e2m1
+ * 5-7% slower, v34), the scales copied with the codes through the ring
+ * (int4 1-2%, e2m1 7-10% slower, v34).
  * The products are the bf16 tile's on the same B values, so a 4-bit
  * forward on this tile is bit-identical to the bf16 forward on the
  * dequantized weights (check_gpu_fast w4_wgmma_matches_bf16). */
@@ -322,12 +324,13 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                                      ? w4_scale_raw<QS>(p.w_scale, srow[i], K, k1, true) : 0u;
                     }
                     cp_async_wait<W::LA>(); /* this thread's codes of tile kt (committed LA groups ago) */
+                    uint32_t w32[CH][4]; /* all chunks loaded first: the stores between would order the loads */
+#pragma unroll
+                    for (int i = 0; i < CH; i++) lds128(w32[i], cbase + (kt % W::CR) * (BN * 32) + (pt + 128 * i) * 16);
 #pragma unroll
                     for (int i = 0; i < CH; i++) {
                         const int ci = pt + 128 * i;
-                        uint32_t w32[4];
-                        lds128(w32, cbase + (kt % W::CR) * (BN * 32) + ci * 16);
-                        w4_dequant32<QS>(sb, ci >> 1, (ci & 1) * 4, w32, scr[i]);
+                        w4_dequant32<QS>(sb, ci >> 1, (ci & 1) * 4, w32[i], scr[i]);
                         scr[i] = nxt[i];
                     }
                     mbar_arrive(full0 + 8 * s); /* the B rows: the stores before it released */

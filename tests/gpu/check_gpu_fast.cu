@@ -495,6 +495,96 @@ START_TEST(w4_pairs_exhaustive)
 END_TEST
 static const moe_scheme W16_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_W4A16_G128, MOE_SCHEME_MXFP4_W4A16};
 
+/* w4_dequant32 (fast_w4.cuh: the shared-memory form of the 64-row tiles and
+ * of the 128-row tile's producer) for thread t: stored scale raw[t], the 32
+ * codes of words q = 0..3 whose nibble i is code (8 q + i + t) % 16, so
+ * every code sits at every nibble position over 16 threads. Each thread
+ * writes row 0 of its own 128-byte buffer (swz leaves row 0 unpermuted). */
+template <int QS> __global__ void w4_dequant_kernel(const uint32_t *raw, int n, uint16_t *out)
+{
+    __shared__ __align__(128) unsigned char sm[128 * 128];
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    uint32_t w32[4];
+    for (int q = 0; q < 4; q++) {
+        w32[q] = 0;
+        for (int i = 0; i < 8; i++) w32[q] |= ((uint32_t)(8 * q + i + t) & 15u) << (4 * i);
+    }
+    fx::w4_dequant32<QS>((uint32_t)__cvta_generic_to_shared(sm) + threadIdx.x * 128, 0, 0, w32, raw[t]);
+    for (int k = 0; k < 32; k++) out[(int64_t)t * 32 + k] = ((const uint16_t *)(sm + threadIdx.x * 128))[k];
+}
+
+/* Exhaustive in the codes, and over the scales the 4-bit schemes can store:
+ * int4 with 2 000 f32 scales (the fast form's edges: 0, -0, negatives, the
+ * smallest subnormals, 2^120 and its neighbours, huge, inf, NaN; then random
+ * bit patterns of every class and random positive normals), e2m1 with all
+ * 256 E8M0 codes and an absent scale; each value bit for bit against the
+ * reference's round_bf16(f32(decode(q) * scale)) (NaN: any NaN; absent: a
+ * zero). */
+START_TEST(w4_dequant_exhaustive)
+{
+    const int mx = _i;
+    enum { NI = 2000 };
+    const int n = mx ? 257 : NI;
+    uint32_t *raw = (uint32_t *)malloc(n * 4);
+    if (mx) {
+        for (int S = 0; S < 256; S++) raw[S] = 0x100u | (uint32_t)S;
+        raw[256] = 0u;
+    } else {
+        static const float edge[] = {0.0f, -0.0f, 1.0f, -1.0f, 0x1p-149f, -0x1p-149f, 0x1p-126f, 0x1.fffffcp-127f, 0.1f,
+                                     -0.37f, 0x1p119f, 0x1.fffffep119f, 0x1p120f, 0x1.000002p120f, 0x1p125f,
+                                     3.4028235e38f, INFINITY, -INFINITY, NAN, 1.0f / 7.0f};
+        const int ne = (int)(sizeof edge / sizeof edge[0]);
+        uint64_t st = 0x9E3779B97F4A7C15ull;
+        for (int i = 0; i < n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            const uint32_t r = (uint32_t)(st >> 32);
+            float f;
+            if (i < ne) f = edge[i];
+            else if (i < 1000) memcpy(&f, &r, 4);                       /* any class, either sign */
+            else f = ldexpf(1.0f + (float)(r & 0xFFFFFF) / 16777216.0f, (int)(r >> 24) % 266 - 140); /* positive */
+            memcpy(&raw[i], &f, 4);
+        }
+    }
+    uint32_t *draw = NULL;
+    uint16_t *dout = NULL, *h = (uint16_t *)malloc((size_t)n * 64);
+    ck_assert_int_eq(cudaMalloc(&draw, n * 4), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&dout, (size_t)n * 64), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(draw, raw, n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+    if (mx) w4_dequant_kernel<fx::QS_W4_MX><<<(n + 127) / 128, 128>>>(draw, n, dout);
+    else w4_dequant_kernel<fx::QS_W4_INT><<<(n + 127) / 128, 128>>>(draw, n, dout);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(h, dout, (size_t)n * 64, cudaMemcpyDeviceToHost), cudaSuccess);
+    int64_t checked = 0;
+    for (int t = 0; t < n; t++)
+        for (int k = 0; k < 32; k++) {
+            const uint8_t code = (uint8_t)((k + t) & 15); /* word k / 8, nibble k % 8 */
+            const uint16_t got = h[(int64_t)t * 32 + k];
+            float v;
+            if (mx) {
+                if (!(raw[t] & 0x100u)) {
+                    ck_assert_msg((got & 0x7FFFu) == 0, "e2m1 absent scale, code %u: 0x%04x, expected a zero", code, got);
+                    continue;
+                }
+                v = moe_qc_decode(MOE_E2M1, code) * moe_s_decode_e8m0((uint8_t)raw[t]);
+            } else {
+                float sc;
+                memcpy(&sc, &raw[t], 4);
+                v = moe_qc_decode(MOE_I4, code) * sc;
+            }
+            const uint16_t want = moe_f32_to_bf16(v, MOE_POLICY_IEEE_RNE, NULL);
+            if (isnan(v)) ck_assert_msg(isnan(moe_bf16_to_f32(got)), "%s scale 0x%08x code %u: 0x%04x, expected NaN",
+                                        mx ? "e2m1" : "int4", raw[t], code, got);
+            else ck_assert_msg(got == want, "%s scale 0x%08x code %u (nibble %d): 0x%04x, expected 0x%04x",
+                               mx ? "e2m1" : "int4", raw[t], code, k % 8, got, want);
+            checked++;
+        }
+    printf("w4 dequant %s: %lld values bit-identical to the reference over %d scales\n", mx ? "e2m1" : "int4",
+           (long long)checked, n);
+    cudaFree(draw), cudaFree(dout), free(raw), free(h);
+}
+END_TEST
+
 START_TEST(fused_forward_matches_host)
 {
     const moe_scheme sc = W16_SCHEMES[_i];
@@ -2241,9 +2331,10 @@ static void add_tests(Suite *s)
     tcase_add_loop_test(tw, persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
     tcase_add_loop_test(tw, pad_skip_matches_full, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
     tcase_add_loop_test(tw, decode_persistent_matches_one_cta, 0, (int)(sizeof WS_SCHEMES / sizeof WS_SCHEMES[0]));
-    /* CK_RUN_CASE=w4wg: the 4-bit schemes' 128 x 256 wgmma tile against bf16 on the dequantized weights (no host
-     * forward, seconds) */
+    /* CK_RUN_CASE=w4wg: the codes' shared-memory conversion against the reference, every code, and the 4-bit
+     * schemes' 128 x 256 wgmma tile against bf16 on the dequantized weights (no host forward, seconds) */
     TCase *t4 = gpu_tcase(s, "w4wg", 300);
+    tcase_add_loop_test(t4, w4_dequant_exhaustive, 0, 2);
     tcase_add_loop_test(t4, w4_wgmma_matches_bf16, 0, (int)(sizeof W4_SCHEMES / sizeof W4_SCHEMES[0]));
     /* CK_RUN_CASE=tma: the weight tiles by TMA against the copies (no host forward) */
     TCase *tt = gpu_tcase(s, "tma", 600);
