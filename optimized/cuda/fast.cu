@@ -482,6 +482,9 @@ Kind kind_of(moe_scheme s)
     }
 }
 
+/* the 4-bit weight codes (int4 groups of 128, e2m1 with MX scales) */
+int is_w4(Kind k) { return k == KIND_W4 || k == KIND_MX4; }
+
 int scheme_ok(moe_scheme s)
 {
     return s == MOE_SCHEME_BF16 || kind_of(s) != KIND_BF16;
@@ -493,7 +496,7 @@ int scheme_ok(moe_scheme s)
 int cfg_ok(Kind k, int c)
 {
     if (c < 0 || c >= CFG_COUNT) return 0;
-    if (c == CFG_128x256) return k == KIND_BF16 || k == KIND_W4 || k == KIND_MX4;
+    if (c == CFG_128x256) return k == KIND_BF16 || is_w4(k);
     if (c == CFG_128x128) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
     if (is_w64(c)) return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_BF16;
     if (is_swapped(c)) return k == KIND_BF16 || k == KIND_FP8 || k == KIND_FP8_BLOCK;
@@ -871,7 +874,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     /* the 4-bit weights take bf16's 128 x 256 wgmma tile where bf16 does, its producer dequantizing (fast_ws.cuh,
      * NOTES.md v34); MOE_FX_W4WG=0: the 64-row mma.sync tiles there instead (the form before, side-by-side
      * timing) */
-    const int w4wg = (kind == KIND_W4 || kind == KIND_MX4) && env_flag("MOE_FX_W4WG", 1);
+    const int w4wg = is_w4(kind) && env_flag("MOE_FX_W4WG", 1);
     const int w16 = kind == KIND_BF16 || w4wg; /* bf16 wgmma tiles */
     const int bm128 = avg > 56 && (w16 ? minhi >= 2048 : (kind == KIND_FP8 || kind == KIND_FP8_BLOCK) && minhi >= 4096);
     /* bf16's 64-row tiles on wgmma where the k chains are long (NOTES.md v18, two same-binary rounds:
@@ -882,7 +885,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     else if (avg > 32 && env_flag("MOE_FX_BM128", bm128) && (w16 || kind == KIND_FP8 || kind == KIND_FP8_BLOCK))
         c1 = c2 = w16 ? CFG_128x256 : CFG_128x128;
     else if (avg <= 64 && wg64) c1 = c2 = CFG_64x128W;
-    else if (avg <= 64 || kind == KIND_I8 || ((kind == KIND_W4 || kind == KIND_MX4) && !w4wg)) c1 = c2 = CFG_64x128;
+    else if (avg <= 64 || kind == KIND_I8 || (is_w4(kind) && !w4wg)) c1 = c2 = CFG_64x128;
     else c1 = c2 = w16 ? CFG_128x256 : CFG_128x128;
     /* the decode tiles on wgmma, weights as A (NOTES.md v16: mma.sync e4m3 is emulated on this chip) */
     plan->swapped = CFG_BM[c1] == 16 && cfg_ok(kind, CFG_16x128S) && env_flag("MOE_FX_SWAP", 1);
@@ -934,7 +937,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * within 1% on bf16 but for 3-5% slower points (Qwen3 M = 256, DeepSeek-V3 M = 1), so bf16's decode tiles
      * keep the copies. The 4-bit codes' 32-byte rows are not swizzled: copies. MOE_FX_TMA=0 / 1 in the
      * environment: never / wherever the tile allows (side-by-side timing). */
-    plan->tma = kind != KIND_W4 && kind != KIND_MX4 && fx::encode_tiled() &&
+    plan->tma = !is_w4(kind) && fx::encode_tiled() &&
                 env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16);
     if (kind == KIND_BF16 && !plan->tma) plan->epi_wg = 0; /* its form takes TMA weights only (fast_ws.cuh) */
     /* the weight boxes' L2 promotion (NOTES.md v33): a probe streaming the decode shapes' boxes (128 rows of
@@ -989,7 +992,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
         return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: %d padded rows x %d groups of 128 over 2^31 scales", cap,
                         (p->H > p->I ? p->H : p->I) / 128);
     /* the 4-bit GEMMs index an expert's scales in int: N x K / 32 */
-    if ((kind == KIND_W4 || kind == KIND_MX4) && (int64_t)2 * p->I * p->H / 32 >= ((int64_t)1 << 31))
+    if (is_w4(kind) && (int64_t)2 * p->I * p->H / 32 >= ((int64_t)1 << 31))
         return moe_fail(MOE_ERR_UNSUPPORTED, "fx problem: 2 I x H / 32 = %lld scales an expert over 2^31",
                         (long long)2 * p->I * p->H / 32);
     plan->launches = (p->atomic ? 5 : 4) + (is_q8(p) ? 2 : 0) + (p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR) + plan->persistent -
@@ -1053,7 +1056,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if ((uintptr_t)a->x % 16 || (uintptr_t)a->w1 % 16 || (uintptr_t)a->w2 % 16)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: x, w1 and w2 must be 16-byte aligned (x %p, w1 %p, w2 %p)", a->x,
                         a->w1, a->w2);
-    if (plan->tma && kind != KIND_W4 && kind != KIND_MX4 && !fx::encode_tiled())
+    if (plan->tma && !is_w4(kind) && !fx::encode_tiled())
         return moe_fail(MOE_ERR_UNSUPPORTED, "fx_forward: plan.tma set, but the driver has no cuTensorMapEncodeTiled");
     const int tensor = p->scheme == MOE_SCHEME_FP8_WTENSOR_ATENSOR;
     /* a plan made for another problem (another scheme shares the tiles) would
@@ -1063,7 +1066,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
                         plan->workspace, carve(p, plan->bm1, NULL, NULL));
     if (plan->decode_ws < 0 || plan->decode_ws > 2)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.decode_ws %d: the rule is 0, 1 or 2", plan->decode_ws);
-    if ((kind == KIND_W4 || kind == KIND_MX4) && plan->bm1 == 128 && !plan->persistent)
+    if (is_w4(kind) && plan->bm1 == 128 && !plan->persistent)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.persistent 0 on 4-bit 128-row tiles: the rule is persistent "
                                              "(their producer warpgroup dequantizes; there is no one-CTA-a-tile form)");
     if (plan->weight_promo != 0 && plan->weight_promo != 128 && plan->weight_promo != 256)
