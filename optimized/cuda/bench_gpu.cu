@@ -77,8 +77,10 @@ static moe_status rel_l2(const __nv_bfloat16 *got, const __nv_bfloat16 *ref, siz
 typedef struct {
     __nv_bfloat16 *w1, *w2; /* NULL until a bf16 point needs them */
     char why[512];          /* why they could not be made */
+    void *t1, *t2;          /* w1 / w2 re-laid in tiles (moe_cuda_fx_tile_weights), NULL until a plan reads them */
     struct {
         void *q1, *q2, *s1, *s2; /* codes and scales of w1 / w2, NULL until a point needs them */
+        void *t1, *t2;           /* the codes re-laid in tiles, NULL until a plan reads them */
         char why[512];           /* why they could not be made */
     } set[4];                    /* BG_E4M3, BG_I8, BG_I4, BG_E2M1 */
 } bg_weights;
@@ -141,11 +143,12 @@ typedef struct {
 
 static void weights_free(bg_weights *w)
 {
-    cudaFree(w->w1), cudaFree(w->w2);
-    w->w1 = w->w2 = NULL;
+    cudaFree(w->w1), cudaFree(w->w2), cudaFree(w->t1), cudaFree(w->t2);
+    w->w1 = w->w2 = NULL, w->t1 = w->t2 = NULL;
     for (int i = 0; i < 4; i++) {
         cudaFree(w->set[i].q1), cudaFree(w->set[i].q2), cudaFree(w->set[i].s1), cudaFree(w->set[i].s2);
-        w->set[i].q1 = w->set[i].q2 = w->set[i].s1 = w->set[i].s2 = NULL;
+        cudaFree(w->set[i].t1), cudaFree(w->set[i].t2);
+        w->set[i].q1 = w->set[i].q2 = w->set[i].s1 = w->set[i].s2 = w->set[i].t1 = w->set[i].t2 = NULL;
     }
 }
 
@@ -232,6 +235,29 @@ static moe_status graph_run(void *ctx, int rep, cudaStream_t s)
     return MOE_OK;
 }
 
+/* the weights re-laid in tiles where the plan reads them: made once a shape
+ * and code set, outside the timing (engines re-lay theirs at load) */
+static moe_status tiled_make(const moe_cuda_fx_problem *pr, const moe_cuda_fx_plan *plan, bg_weights *W, cudaStream_t s)
+{
+    const int set = set_of(pr->scheme);
+    void **t = set < 0 ? &W->t1 : &W->set[set].t1, **t2 = set < 0 ? &W->t2 : &W->set[set].t2;
+    const void *w[2] = {set < 0 ? (const void *)W->w1 : W->set[set].q1, set < 0 ? (const void *)W->w2 : W->set[set].q2};
+    if (!plan->weight_tiled || (*t && *t2)) return MOE_OK;
+    void **dst[2] = {t, t2};
+    moe_status st = MOE_OK;
+    for (int m = 0; !st && m < 2; m++) {
+        const size_t b = moe_cuda_fx_tiled_bytes(pr, m + 1);
+        cudaError_t e = cudaSuccess;
+        if (!b) st = moe_fail(MOE_ERR_UNSUPPORTED, "tiled weights: %s", moe_last_error());
+        else if ((e = cudaMalloc(dst[m], b)) != cudaSuccess) *dst[m] = NULL, st = moe_cu_fail(e, "tiled weights");
+        else st = moe_cuda_fx_tile_weights(pr, m + 1, w[m], *dst[m], s);
+    }
+    cudaError_t e = st ? cudaSuccess : cudaStreamSynchronize(s);
+    if (!st && e != cudaSuccess) st = moe_cu_fail(e, "tiled weights");
+    if (st) cudaFree(*t), cudaFree(*t2), *t = *t2 = NULL; /* the next point tries again */
+    return st;
+}
+
 /* one graph per input set: a forward that syncs, allocates or launches
  * off the stream breaks the capture, which is the contract's test */
 static moe_status capture(const moe_cuda_fx_problem *pr, const moe_cuda_fx_plan *plan, const bg_weights *W,
@@ -240,8 +266,9 @@ static moe_status capture(const moe_cuda_fx_problem *pr, const moe_cuda_fx_plan 
     const int set = set_of(pr->scheme);
     const void *w1 = set < 0 ? (const void *)W->w1 : W->set[set].q1, *w2 = set < 0 ? (const void *)W->w2 : W->set[set].q2;
     const float *s1 = set < 0 ? NULL : (const float *)W->set[set].s1, *s2 = set < 0 ? NULL : (const float *)W->set[set].s2;
+    const void *t1 = set < 0 ? W->t1 : W->set[set].t1, *t2 = set < 0 ? W->t2 : W->set[set].t2;
     for (int r = 0; r < MOE_BG_SETS; r++) {
-        moe_cuda_fx_args a = {in->x[r], in->ids[r], in->w[r], w1, w2, in->out_fast, s1, s2};
+        moe_cuda_fx_args a = {in->x[r], in->ids[r], in->w[r], w1, w2, in->out_fast, s1, s2, t1, t2};
         cudaGraph_t graph = NULL;
         MOE_CU(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         moe_status st = moe_cuda_fx_forward(pr, plan, &a, ws, s);
@@ -258,7 +285,7 @@ static moe_status capture(const moe_cuda_fx_problem *pr, const moe_cuda_fx_plan 
     return MOE_OK;
 }
 
-static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, const bg_weights *W, bg_inputs *in,
+static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, bg_weights *W, bg_inputs *in,
                      const char *ref_why, cudaStream_t s, moe_bg_point *p)
 {
     moe_cuda_fx_problem pr = {in->M, sh->E, sh->k, sh->H, sh->I, sc, moe_act_defaults(sh->act, MOE_LAYOUT_GATE_UP),
@@ -271,7 +298,7 @@ static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, const bg
     if (set < 0 ? !W->w1 : !W->set[set].q1)
         return moe_bg_point_set(p, "failed", "weights: %s", set < 0 ? W->why : W->set[set].why);
     if (set >= 0) ref_why = "the cuBLAS reference pipeline is bf16 only"; /* checked by tests/gpu/check_gpu_fast */
-    char tiles[96];
+    char tiles[160];
     moe_cuda_fx_tiles(&plan, tiles, sizeof tiles);
     snprintf(p->note, sizeof p->note, "CUDA graph replays; tiles %s, %d launches, workspace %zu B", tiles, plan.launches,
              plan.workspace);
@@ -279,7 +306,8 @@ static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, const bg
     memset(&g, 0, sizeof g);
     void *ws = NULL;
     cudaError_t e = cudaMalloc(&ws, plan.workspace ? plan.workspace : 256);
-    st = e != cudaSuccess ? moe_cu_fail(e, "workspace") : capture(&pr, &plan, W, in, ws, s, &g);
+    st = e != cudaSuccess ? moe_cu_fail(e, "workspace") : tiled_make(&pr, &plan, W, s);
+    if (!st) st = capture(&pr, &plan, W, in, ws, s, &g);
     if (!st && (st = graph_run(&g, 0, s)) == MOE_OK && (e = cudaStreamSynchronize(s)) != cudaSuccess)
         st = moe_cu_fail(e, "forward (set 0)");
     p->has_check = 1, p->check = -1.0;

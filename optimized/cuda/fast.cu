@@ -935,10 +935,13 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * the 128-row tiles 1-3% (8-bit) and 4-16% (bf16) faster, the 64-row tiles 0-5%; the 16 / 32-row decode
      * tiles 2-8% faster on 8-bit codes (gpt-oss-120b M = 16-256 fp8 7-8%; Qwen3-30B-A3B M = 256 2-4% slower),
      * within 1% on bf16 but for 3-5% slower points (Qwen3 M = 256, DeepSeek-V3 M = 1), so bf16's decode tiles
-     * keep the copies. The 4-bit codes' 32-byte rows are not swizzled: copies. MOE_FX_TMA=0 / 1 in the
-     * environment: never / wherever the tile allows (side-by-side timing). */
+     * keep the copies. With the weights re-laid in tiles (v36, same binary, MOE_FX_TMA=1 against the copies
+     * alternated, two rounds) bf16's decode tiles from the boxes were 1.6-3.8% faster at M = 16-256 on all four
+     * shapes, but 7.8% slower at Mixtral-8x7B M = 1 (the slot layout), so they take TMA where M > 1. The 4-bit
+     * codes' 32-byte rows are not swizzled: copies. MOE_FX_TMA=0 / 1 in the environment: never / wherever the
+     * tile allows (side-by-side timing). */
     plan->tma = !is_w4(kind) && fx::encode_tiled() &&
-                env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16);
+                env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16 || p->M > 1);
     if (kind == KIND_BF16 && !plan->tma) plan->epi_wg = 0; /* its form takes TMA weights only (fast_ws.cuh) */
     /* the weight boxes' L2 promotion (NOTES.md v33): a probe streaming the decode shapes' boxes (128 rows of
      * 128 bytes) read 4.03-4.38 TB/s with 256-byte promotion, 4.20-4.63 with 128-byte, against 4.31-4.66 for
@@ -948,6 +951,13 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * 3-7% slower at gpt-oss-120b; the 64 / 128-row tiles, whose weight tiles are re-read from L2, 0-2% slower
      * on 128 (Mixtral bf16 M = 256 2.3%), so they keep 256. MOE_FX_PROMO=0 / 128 / 256 in the environment
      * overrides */
+    /* the boxes from the weights re-laid in tiles, where a caller gives them (fast_tiled.cuh; NOTES.md v36: same
+     * binary, MOE_FX_TILED=0 / 1 alternated, two rounds, 4 shapes x M 16-4096 x bf16 and the four 8-bit schemes):
+     * the 16 / 32-row decode tiles' 8-bit forwards 0.9-5.5% faster at every point (DeepSeek-V3 and gpt-oss-120b
+     * 3.6-5.5%, Mixtral-8x7B M = 64 2.1-4.1%); the 64 / 128-row tiles, whose weight tiles are re-read from L2 by
+     * several row blocks, from 7% slower (Qwen3-30B-A3B bf16 M = 4096) to 4% faster, so they keep the row-major
+     * boxes. MOE_FX_TILED=0 / 1 in the environment: never / wherever the boxes are TMA's */
+    plan->weight_tiled = plan->tma && env_flag("MOE_FX_TILED", plan->bm1 < 64);
     const char *pv = getenv("MOE_FX_PROMO");
     plan->weight_promo = pv ? atoi(pv) : plan->bm1 >= 64 ? 256 : 128;
     if (plan->weight_promo != 0 && plan->weight_promo != 128 && plan->weight_promo != 256) plan->weight_promo = 256;
@@ -1072,6 +1082,12 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (plan->weight_promo != 0 && plan->weight_promo != 128 && plan->weight_promo != 256)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.weight_promo %d: the rule is 0, 128 or 256 (bytes)",
                         plan->weight_promo);
+    if (plan->weight_tiled != 0 && plan->weight_tiled != 1)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.weight_tiled %d: the rule is 0 or 1", plan->weight_tiled);
+    const int tiled = plan->weight_tiled && plan->tma && !is_w4(kind);
+    if (tiled && ((uintptr_t)a->w1_tiled % 16 || (uintptr_t)a->w2_tiled % 16))
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: w1_tiled and w2_tiled must be 16-byte aligned (%p, %p)",
+                        a->w1_tiled, a->w2_tiled);
     if (plan->slot_layout && (p->M != 1 || plan->bm1 != 16 || plan->max_blocks != p->topk))
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan not made by fx_plan_make for this problem (slot layout)");
     const int gk = gemv_kind(kind);
@@ -1093,6 +1109,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (scaled) g1.w_scale = a->w1_scale;
     if (tensor) g1.amax_out = w.amax + 1;
     g1.tile_next = w.tiles, g1.b_tma = plan->tma, g1.b_promo = plan->weight_promo, g1.E = p->E, g1.pad_skip = plan->pad_skip;
+    g1.w_tiled = tiled ? a->w1_tiled : NULL;
     if (plan->slot_layout) g1.slot_ids = a->topk_ids, g1.row_of_slot = w.L.row_of_slot, g1.slot_bm = plan->bm1, g1.slot_write = 1;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
      * kernel before each (NOTES.md, v7): their launch latency hides under
@@ -1102,6 +1119,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     g1.pdl_trigger = plan->trigger_early;
     fx::gemm_params g2 = g1;
     g2.a = q8 ? (const void *)w.hq : w.h, g2.a_gather = 0, g2.a_div = 1, g2.w = a->w2, g2.N = p->H, g2.K = p->I, g2.I = 0;
+    g2.w_tiled = tiled ? a->w2_tiled : NULL;
     g2.topk_w = a->topk_w, g2.pdl_trigger = 0, g2.pdl_prefetch = 1, g2.amax_out = NULL, g2.tile_next = w.tiles + 1;
     g2.slot_write = 0;
     if (q8) g2.a_scale = w.sh, scale_geom(p, p->H, p->I, &g2);
@@ -1227,12 +1245,13 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
     const int d1 = dws_on && plan->bn1 == 64, d2 = dws_on && plan->bn2 == 128, dws = d1 || d2;
     const int s1 = plan->shallow1 && !d1, s2 = plan->shallow2 && !d2;
     const char *sh = s1 && s2 ? ", both shallow" : s1 ? ", GEMM1 shallow" : s2 ? ", GEMM2 shallow" : "";
-    snprintf(buf, n, "%dx%d / %dx%d%s%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
+    snprintf(buf, n, "%dx%d / %dx%d%s%s%s%s%s", plan->bm1, plan->bn1, plan->bm2, plan->bn2,
              plan->persistent ? " persistent" : !plan->swapped ? (plan->wg64 ? " wgmma" : "")
                                 : dws ? (plan->decode_ws == 1 ? " swapped persistent (1 CTA an SM)" : " swapped persistent (2 CTAs an SM)")
                                       : " swapped",
              !plan->persistent || !ew ? "" : ew == 3 ? ", epilogue warpgroup" : ew == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
-             sh, !plan->tma ? "" : plan->weight_promo == 256 ? ", TMA weights (L2 256 B)" : plan->weight_promo == 128 ? ", TMA weights (L2 128 B)" : ", TMA weights (L2 no promotion)");
+             sh, !plan->tma ? "" : plan->weight_promo == 256 ? ", TMA weights (L2 256 B" : plan->weight_promo == 128 ? ", TMA weights (L2 128 B" : ", TMA weights (L2 no promotion",
+             !plan->tma ? "" : plan->weight_tiled ? ", tiled)" : ")");
 }
 
 extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan)

@@ -83,6 +83,9 @@ typedef struct {
                              * [E, 2I/128, H/128] per block, [E, 2I, H/128] for w4a16_g128; E8M0 bytes
                              * [E, 2I, H/32] for mxfp4_w4a16 (passed through this pointer); bf16: unused */
     const float *w2_scale;  /* the same for w2: [E], [E, H], [E, H/128, I/128], [E, H, I/128], bytes [E, H, I/32] */
+    const void *w1_tiled;   /* optional (NULL: not used): w1 / w2 re-laid once by moe_cuda_fx_tile_weights, 16-byte
+                             * aligned; where plan.weight_tiled, the TMA boxes read these and the copies w1 / w2 */
+    const void *w2_tiled;
 } moe_cuda_fx_args;
 
 typedef struct {
@@ -137,8 +140,9 @@ typedef struct {
     int tma;                /* the GEMMs load their weight tiles by TMA (one box a k tile; fast_gemm.cuh,
                              * fast_ws.cuh, NOTES.md v19); 0: by 16-byte cp.async from every thread (the form
                              * before; same results bit for bit). plan_make sets it where the driver encodes
-                             * tensor maps and it measured faster: the 64 and 128-row tiles, and the decode tiles
-                             * of the 8-bit schemes; never for the 4-bit schemes (their code rows are 32 bytes).
+                             * tensor maps and it measured faster: the 64 and 128-row tiles, the decode tiles of
+                             * the 8-bit schemes and, with M > 1, of bf16 (NOTES.md v36: from tiled weights);
+                             * never for the 4-bit schemes (their code rows are 32 bytes).
                              * MOE_FX_TMA=0 / 1 in the environment: never / every tile that can; a caller may set
                              * or clear it (ignored on the 4-bit schemes) */
     int pad_skip;           /* warps whose rows of a block are all pads skip their MMAs: the second warpgroup of
@@ -168,6 +172,12 @@ typedef struct {
                              * and 256 on the 64 / 128-row ones (NOTES.md v33: 256 streamed the decode boxes 2-6%
                              * slower in a probe); MOE_FX_PROMO=0 / 128 / 256 in the environment overrides its
                              * choice; fx_forward refuses other values */
+    int weight_tiled;       /* the TMA boxes read the weights re-laid in tiles (args w1_tiled / w2_tiled, where
+                             * given; fast_tiled.cuh: one contiguous 16 KB run a box) instead of the row-major w1 /
+                             * w2; the same bytes land, so the same results bit for bit. plan_make sets it on the
+                             * 16 / 32-row decode tiles with plan.tma, where it measured faster (NOTES.md v36);
+                             * MOE_FX_TILED=0 / 1 in the environment: never / wherever plan.tma is set; a caller
+                             * may set or clear it */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 
@@ -185,6 +195,16 @@ moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cuda_fx_plan 
  * synchronization: capturable in a CUDA graph. */
 moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan, const moe_cuda_fx_args *a,
                                void *workspace, void *stream);
+
+/* The weights re-laid for the TMA boxes, once, as engines pre-shuffle
+ * their weights at load (fast_tiled.cuh): which 1 (w1) or 2 (w2) of the
+ * problem's experts, [E][tiles][k tiles][128 rows][128 bytes], zeros past
+ * the rows and K. tiled_bytes: the size dst needs; 0 where the problem is
+ * invalid or its scheme has no TMA weights (the 4-bit codes), and
+ * tile_weights then says why. tile_weights: asynchronous on stream; w as
+ * moe_cuda_fx_args lays it out, w and dst 16-byte aligned. */
+size_t moe_cuda_fx_tiled_bytes(const moe_cuda_fx_problem *p, int which);
+moe_status moe_cuda_fx_tile_weights(const moe_cuda_fx_problem *p, int which, const void *w, void *dst, void *stream);
 
 /* The forward's intermediates, for judging it stage by stage
  * (include/moe/fused_judge.h): the slots' padded rows (int32 [M * topk]),

@@ -63,6 +63,7 @@
 #include "reference/act_core.h"
 #include "reference/quant_core.h"
 #include "fast_silu.cuh"
+#include "fast_tiled.cuh"
 
 namespace fx {
 
@@ -94,6 +95,8 @@ struct gemm_params {
     int pdl_prefetch, pdl_trigger;  /* programmatic dependent launch roles (kernel comments) */
     int *tile_next;              /* gemm_ws_kernel: the grid's tile counter, zero at its launch (fast_ws.cuh) */
     int b_tma;                   /* the weight tiles by TMA (weight_map; E must be set; not the 4-bit codes) */
+    const void *w_tiled;         /* with b_tma: the weights re-laid in 128 x 128-byte tiles (fast.h
+                                  * moe_cuda_fx_tile_weights), the TMA boxes' source; w stays the copies'. NULL: w */
     int b_promo;                 /* weight_map's L2 promotion, bytes: 0 (none), 128 or 256 (fast.h plan.weight_promo) */
     int pad_skip;                /* row slabs of a block that hold only pads skip their MMAs (fast.h plan.pad_skip) */
     /* the slot layout (fast.h, M = 1): block b holds slot b alone in its row b * slot_bm (the other rows pads),
@@ -228,21 +231,26 @@ __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *m, 
                  "l"((uint64_t)m), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
                  : "memory");
 }
-__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap *m, int c0, int c3, int c4, uint32_t bar)
+__device__ __forceinline__ void tma_load_5d(uint32_t dst, const CUtensorMap *m, int c0, int c1, int c2, int c3, int c4,
+                                            uint32_t bar)
 {
-    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, 0, 0, "
-                 "%3, %4}], [%5];\n" ::"r"(dst),
-                 "l"((uint64_t)m), "r"(c0), "r"(c3), "r"(c4), "r"(bar)
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, "
+                 "%4, %5, %6}], [%7];\n" ::"r"(dst),
+                 "l"((uint64_t)m), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(bar)
                  : "memory");
 }
 
 /* the weight rows of B tile (n tile nt, k tile kt) of expert e: one box
- * of weight_map's map (GATED: the 5-d view's (8-row block, expert)) */
+ * of weight_map's map (GATED: the 5-d view's (8-row block, expert);
+ * tiled: the re-laid weights' (row in its 128-row tile, k tile, tile,
+ * expert), a BN of 256 two tiles, of 64 half of one) */
 template <int EPI, int BN, int KTILE>
-__device__ __forceinline__ void tma_weights(uint32_t dst, const CUtensorMap *m, int kt, int nt, int e, uint32_t bar)
+__device__ __forceinline__ void tma_weights(uint32_t dst, const CUtensorMap *m, int kt, int nt, int e, uint32_t bar,
+                                            bool tiled)
 {
     mbar_arrive_expect_tx(bar, BN * 128);
-    if (EPI == EPI_GATED) tma_load_5d(dst, m, kt * KTILE, nt * (BN / 16), e, bar);
+    if (tiled) tma_load_5d(dst, m, 0, (nt * BN) & 127, kt, (nt * BN) >> 7, e, bar);
+    else if (EPI == EPI_GATED) tma_load_5d(dst, m, kt * KTILE, 0, 0, nt * (BN / 16), e, bar);
     else tma_load_3d(dst, m, kt * KTILE, nt * BN, e, bar);
 }
 /* byte offset of 16-byte chunk c of row `row` in a 128-byte-row tile */
@@ -805,7 +813,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
         for (int i = 0; a && i < C::A_PER; i++)
             cp_async16(sa + swz(tid / 8 + i * (C::NT / 8), ck), arow[i] + (kin ? kt * KTILE : 0), aval[i] && kin);
         if (b && tma) {
-            if (tid == 0) tma_weights<EPI, BN, KTILE>(sb, &wmap, kt, nt, e, tbar0 + 8 * stage);
+            if (tid == 0) tma_weights<EPI, BN, KTILE>(sb, &wmap, kt, nt, e, tbar0 + 8 * stage, p.w_tiled != nullptr);
             return;
         }
 #pragma unroll
@@ -1196,20 +1204,33 @@ inline encode_tiled_fn encode_tiled()
 }
 
 /* the weight map of a BN-row tile (the kernel comment: GATED's 5-d view,
- * else [E][N][K]); invalid value when the weights cannot be a TMA source
- * (address or row pitch not 16-byte aligned, GATED's I not whole 8-row
- * blocks, E unset) */
+ * else [E][N][K]; p.w_tiled: the re-laid weights as [E][tiles][k tiles]
+ * [128 rows][128 bytes], tiled_rows' order); invalid value when the weights
+ * cannot be a TMA source (address or row pitch not 16-byte aligned, GATED's
+ * I not whole 8-row blocks, E unset) */
 template <class T, int BN, int EPI> cudaError_t weight_map(const gemm_params &p, CUtensorMap *m)
 {
     const encode_tiled_fn enc = encode_tiled();
     if (!enc) return cudaErrorNotSupported;
     const cuuint64_t es = sizeof(T), K = (cuuint64_t)p.K, N = (cuuint64_t)p.N, E = (cuuint64_t)p.E;
-    if ((uintptr_t)p.w % 16 || K * es % 16 || p.E < 1 || (EPI == EPI_GATED && (p.I % 8 || N != 2 * (cuuint64_t)p.I)))
+    if ((uintptr_t)p.w % 16 || (uintptr_t)p.w_tiled % 16 || K * es % 16 || p.E < 1 ||
+        (EPI == EPI_GATED && (p.I % 8 || N != 2 * (cuuint64_t)p.I)))
         return cudaErrorInvalidValue;
+    const CUtensorMapL2promotion promo = p.b_promo == 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                                         : p.b_promo == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                                            : CU_TENSOR_MAP_L2_PROMOTION_NONE;
     const CUtensorMapDataType dt = sizeof(T) == 1                              ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                                    : std::is_same<T, __half>::value ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const cuuint32_t kbox = (cuuint32_t)(128 / es), one[5] = {1, 1, 1, 1, 1};
+    if (p.w_tiled) { /* a box never crosses an expert; past the last tile (BN 256 on an odd count): zeros */
+        const cuuint64_t kt = (K * es + 127) / 128, nt = (cuuint64_t)tiled_count(EPI == EPI_GATED, p.N);
+        const cuuint64_t tdim[5] = {kbox, 128, kt, nt, E}, tstride[4] = {128, 128 * 128, kt * 128 * 128, nt * kt * 128 * 128};
+        const cuuint32_t tbox[5] = {kbox, BN < 128 ? (cuuint32_t)BN : 128, 1, BN > 128 ? (cuuint32_t)BN / 128 : 1, 1};
+        const CUresult r = enc(m, dt, 5, (void *)p.w_tiled, tdim, tstride, tbox, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                               CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+    }
     const cuuint64_t I = (cuuint64_t)p.I;
     const cuuint64_t gdim[5] = {K, 8, 2, I / 8, E}, gstride[4] = {K * es, I * K * es, 8 * K * es, N * K * es};
     const cuuint32_t gbox[5] = {kbox, 8, 2, BN / 16, 1};
@@ -1217,11 +1238,7 @@ template <class T, int BN, int EPI> cudaError_t weight_map(const gemm_params &p,
     const cuuint32_t box[3] = {kbox, BN, 1};
     const bool g = EPI == EPI_GATED;
     const CUresult r = enc(m, dt, g ? 5 : 3, (void *)p.w, g ? gdim : dim, g ? gstride : stride, g ? gbox : box, one,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                           p.b_promo == 256   ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
-                           : p.b_promo == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                                              : CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promo, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
@@ -1249,6 +1266,7 @@ cudaError_t gemm_launch(const gemm_params &p, int max_blocks, int n_cols, cudaSt
     at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
     lc.attrs = &at, lc.numAttrs = pdl ? 1 : 0;
     if (QS >= QS_W4_INT) q.b_tma = 0; /* the codes' rows are 32 bytes, unswizzled */
+    if (!q.b_tma) q.w_tiled = NULL;  /* the copies read w */
     CUtensorMap wmap;
     const cudaError_t ce = launch_map<T, BN, EPI>(q, &wmap);
     if (ce != cudaSuccess) return ce;

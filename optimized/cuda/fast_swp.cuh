@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(swp_cfg<BM, FORM>::NT, FORM) gemm_swp_kernel(c
             /* the CTA's first tile of GEMM2: its first weight boxes before the wait (fresh stages) */
             const int pre = waited ? 0 : min(STAGES, KT);
             for (int kt = 0; kt < pre; kt++)
-                if (lane == 0) tma_weights<EPI, 128, KTILE>(sbase + kt * W::STAGE_BYTES + BM * 128, &wmap, kt, nt, e, full0 + 8 * kt);
+                if (lane == 0) tma_weights<EPI, 128, KTILE>(sbase + kt * W::STAGE_BYTES + BM * 128, &wmap, kt, nt, e, full0 + 8 * kt, p.w_tiled != nullptr);
             if (!waited) asm volatile("griddepcontrol.wait;\n" ::: "memory");
             waited = true;
             const T *arow[A_PER];
@@ -118,7 +118,7 @@ __global__ void __launch_bounds__(swp_cfg<BM, FORM>::NT, FORM) gemm_swp_kernel(c
                 const uint32_t sa = sbase + s * W::STAGE_BYTES;
                 if (kt >= pre) {
                     mbar_wait(empty0 + 8 * s, ((it / STAGES) & 1) ^ 1);
-                    if (lane == 0) tma_weights<EPI, 128, KTILE>(sa + BM * 128, &wmap, kt, nt, e, full0 + 8 * s);
+                    if (lane == 0) tma_weights<EPI, 128, KTILE>(sa + BM * 128, &wmap, kt, nt, e, full0 + 8 * s, p.w_tiled != nullptr);
                 }
                 const bool kin = kt * KTILE + ck * EPC < K;
 #pragma unroll

@@ -139,7 +139,7 @@ extern "C" moe_status moe_cuda_fx_run_traced(const moe_fused_problem *p, const m
     if (s) return s;
     *m = moe_cuda_fx_model(p, &plan);
     if (desc && n) {
-        char tiles[96];
+        char tiles[160];
         moe_cuda_fx_tiles(&plan, tiles, sizeof tiles);
         snprintf(desc, n, "tiles %s, model k_step %d acc %d promote %d%s", tiles, m->k_step, m->acc_bits, m->promote_k,
                  m->exact ? " exact" : "");

@@ -177,6 +177,7 @@ typedef struct {
     moe_tensor x, ids, w, w1, w2; /* host; 4-bit schemes: w1 / w2 hold the dequantized weights (f32) */
     moe_tensor q1, s1, g1, q2, s2, g2; /* 4-bit schemes: the codes and scales the kernel reads */
     void *dx, *dids, *dw, *dw1, *dw2, *dout, *ws, *ds1, *ds2;
+    void *dt1, *dt2; /* w1 / w2 re-laid in tiles (tiled_make), NULL until a test makes them */
     moe_cuda_fx_problem p;
     moe_cuda_fx_plan plan;
 } fprob;
@@ -269,8 +270,23 @@ static void fprob_free(fprob *f)
     moe_tensor *qs[] = {&f->q1, &f->s1, &f->g1, &f->q2, &f->s2, &f->g2};
     for (int i = 0; i < 6; i++)
         if (qs[i]->data) moe_tensor_free(qs[i]);
-    void *ds[] = {f->dx, f->dids, f->dw, f->dw1, f->dw2, f->dout, f->ws, f->ds1, f->ds2};
-    for (int i = 0; i < 9; i++) cudaFree(ds[i]);
+    void *ds[] = {f->dx, f->dids, f->dw, f->dw1, f->dw2, f->dout, f->ws, f->ds1, f->ds2, f->dt1, f->dt2};
+    for (int i = 0; i < 11; i++) cudaFree(ds[i]);
+}
+
+/* w1 / w2 on the device re-laid in tiles by moe_cuda_fx_tile_weights (once) */
+static void tiled_make(const moe_cuda_fx_problem *p, const void *w1, const void *w2, void **t1, void **t2)
+{
+    const void *w[2] = {w1, w2};
+    void **t[2] = {t1, t2};
+    for (int m = 0; m < 2; m++) {
+        if (*t[m]) continue;
+        const size_t b = moe_cuda_fx_tiled_bytes(p, m + 1);
+        ck_assert_msg(b > 0, "%s", moe_last_error());
+        ck_assert_int_eq(cudaMalloc(t[m], b), cudaSuccess);
+        ck_assert_msg(moe_cuda_fx_tile_weights(p, m + 1, w[m], *t[m], NULL) == MOE_OK, "%s", moe_last_error());
+    }
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
 }
 
 static moe_cuda_fx_args fargs(const fprob *f)
@@ -279,6 +295,7 @@ static moe_cuda_fx_args fargs(const fprob *f)
     memset(&a, 0, sizeof a);
     a.x = f->dx, a.topk_ids = (const int32_t *)f->dids, a.topk_w = (const float *)f->dw;
     a.w1 = f->dw1, a.w2 = f->dw2, a.out = f->dout, a.w1_scale = (const float *)f->ds1, a.w2_scale = (const float *)f->ds2;
+    a.w1_tiled = f->dt1, a.w2_tiled = f->dt2;
     return a;
 }
 
@@ -659,6 +676,7 @@ END_TEST
 typedef struct {
     moe_tensor x, ids, w, w1q, w1s, w1g, w2q, w2s, w2g; /* host; weights as the scheme quantizes them */
     void *dx, *dids, *dw, *dw1, *dw1s, *dw2, *dw2s, *dout, *ws;
+    void *dt1, *dt2; /* w1 / w2 re-laid in tiles (tiled_make), NULL until a test makes them */
     moe_cuda_fx_problem p;
     moe_cuda_fx_plan plan;
     moe_quant_spec as, wsp;
@@ -704,8 +722,8 @@ static void q8prob_free(q8prob *f)
 {
     moe_tensor hs[] = {f->x, f->ids, f->w, f->w1q, f->w1s, f->w1g, f->w2q, f->w2s, f->w2g};
     gpu_hfree(9, hs);
-    void *ds[] = {f->dx, f->dids, f->dw, f->dw1, f->dw1s, f->dw2, f->dw2s, f->dout, f->ws};
-    for (int i = 0; i < 9; i++) cudaFree(ds[i]);
+    void *ds[] = {f->dx, f->dids, f->dw, f->dw1, f->dw1s, f->dw2, f->dw2s, f->dout, f->ws, f->dt1, f->dt2};
+    for (int i = 0; i < 11; i++) cudaFree(ds[i]);
 }
 
 static moe_cuda_fx_args q8args(const q8prob *f)
@@ -714,6 +732,7 @@ static moe_cuda_fx_args q8args(const q8prob *f)
     memset(&a, 0, sizeof a);
     a.x = f->dx, a.topk_ids = (const int32_t *)f->dids, a.topk_w = (const float *)f->dw, a.w1 = f->dw1, a.w2 = f->dw2;
     a.w1_scale = (const float *)f->dw1s, a.w2_scale = (const float *)f->dw2s, a.out = f->dout;
+    a.w1_tiled = f->dt1, a.w2_tiled = f->dt2;
     return a;
 }
 
@@ -1638,9 +1657,9 @@ START_TEST(decode_persistent_matches_one_cta)
         ck_assert_int_eq(pl->bm1, c->expect_bm);
         ck_assert_int_eq(pl->swapped, 1);
         ck_assert(pl->bn1 == 64 && pl->bn2 == 128); /* 128 weight rows: the tiles with the form */
-        pl->tma = 1; /* its weights come by TMA (bf16's decode plans keep the copies) */
+        pl->tma = 1; /* its weights come by TMA (bf16's decode plans at M = 1 keep the copies) */
         uint16_t *o[3];
-        char tiles[3][96];
+        char tiles[3][160];
         for (int form = 2; form >= 0; form--) {
             pl->decode_ws = form;
             moe_cuda_fx_tiles(pl, tiles[form], sizeof tiles[form]);
@@ -1714,26 +1733,31 @@ START_TEST(tma_matches_copies)
         if (wide) fprob_make(c, 900 + ci, 0, &f);
         else q8prob_make(c, sc, 900 + ci, 0, &q);
         moe_cuda_fx_plan *pl = wide ? &f.plan : &q.plan;
-        /* plan_make's rule (fast.cu): the 64 / 128-row tiles, and the 8-bit schemes' decode tiles */
-        const int want = env ? strcmp(env, "0") != 0 : pl->bm1 >= 64 || !wide;
+        /* plan_make's rule (fast.cu): the 64 / 128-row tiles, the 8-bit schemes' decode tiles and bf16's at M > 1 */
+        const int want = env ? strcmp(env, "0") != 0 : pl->bm1 >= 64 || !wide || c->M > 1;
         ck_assert_int_eq(pl->tma, want);
         if (!getenv("MOE_FX_PROMO")) ck_assert_int_eq(pl->weight_promo, pl->bm1 >= 64 ? 256 : 128); /* plan_make's (v33) */
+        if (!getenv("MOE_FX_TILED")) ck_assert_int_eq(pl->weight_tiled, pl->tma && pl->bm1 < 64); /* plan_make's (v36) */
+        /* the weights re-laid in tiles, in the args from here on: read only where plan.weight_tiled and plan.tma */
+        if (wide) tiled_make(&f.p, f.dw1, f.dw2, &f.dt1, &f.dt2);
+        else tiled_make(&q.p, q.dw1, q.dw2, &q.dt1, &q.dt2);
         do {
-            char tiles[96];
-            pl->tma = 0;
+            char tiles[160];
+            pl->tma = 0, pl->weight_tiled = 1; /* ignored without TMA: the copies read w1 / w2 */
             uint16_t *oc = wide ? run_forward(&f) : q8_run(&q);
-            /* each L2 promotion of the boxes, plan_make's last: a cache hint, the same bytes land */
-            const int promos[] = {0, pl->weight_promo == 256 ? 128 : 256, pl->weight_promo};
-            for (int pi = 0; pi < 3; pi++) {
-                pl->tma = 1, pl->weight_promo = promos[pi];
+            /* each L2 promotion of the boxes, plan_make's last, from the row-major weights, then from the tiled
+             * ones at two promotions: a cache hint and a layout, the same bytes land */
+            const int promos[] = {0, pl->weight_promo == 256 ? 128 : 256, pl->weight_promo, 0, pl->weight_promo};
+            for (int pi = 0; pi < 5; pi++) {
+                pl->tma = 1, pl->weight_promo = promos[pi], pl->weight_tiled = pi >= 3;
                 moe_cuda_fx_tiles(pl, tiles, sizeof tiles);
                 uint16_t *ot = wide ? run_forward(&f) : q8_run(&q);
                 size_t bad = 0, nonfinite = 0;
                 for (size_t i = 0; i < n; i++) bad += ot[i] != oc[i], nonfinite += !isfinite(moe_bf16_to_f32(ot[i]));
                 ck_assert_msg(nonfinite == 0, "%s M %d H %d I %d tiles %s: %zu TMA outputs not finite", moe_scheme_name(sc),
                               c->M, c->H, c->I, tiles, nonfinite);
-                ck_assert_msg(bad == 0, "%s M %d H %d I %d tiles %s: TMA and copy forwards differ at %zu of %zu outputs",
-                              moe_scheme_name(sc), c->M, c->H, c->I, tiles, bad, n);
+                ck_assert_msg(bad == 0, "%s M %d H %d I %d tiles %s: TMA%s and copy forwards differ at %zu of %zu outputs",
+                              moe_scheme_name(sc), c->M, c->H, c->I, tiles, pi >= 3 ? " (tiled weights)" : "", bad, n);
                 printf("tma %s: M %d H %d I %d, tiles %s: %zu outputs bit-identical to the copies\n", moe_scheme_name(sc),
                        c->M, c->H, c->I, tiles, n);
                 free(ot);
@@ -1744,6 +1768,104 @@ START_TEST(tma_matches_copies)
         else q8prob_free(&q);
     }
     ck_assert_int_gt(forms, 0);
+}
+END_TEST
+
+/* moe_cuda_fx_tile_weights against the layout written out here from its
+ * definition (fast.h: [E][tiles][k tiles][128 rows][128 bytes]; a w1 tile
+ * is 8 blocks of 8 gate rows then their 8 up rows, 64 columns of h; zeros
+ * past the rows and K), on partial row and k tiles; then a forward whose
+ * tiled w1 is zeros gives zeros (the boxes read the tiled weights), and
+ * the arguments' rules. _i: bf16, fp8 per channel */
+START_TEST(tiled_weights_layout)
+{
+    const int wide = _i == 0;
+    const moe_scheme sc = wide ? MOE_SCHEME_BF16 : MOE_SCHEME_FP8_WCHANNEL_ATOKEN;
+    const fcase c = {16, 3, 2, 1200, 656, MOE_ACT_SILU, 0};
+    fprob f;
+    q8prob q;
+    if (wide) fprob_make(&c, 77, 0, &f);
+    else q8prob_make(&c, sc, 77, 0, &q);
+    const moe_cuda_fx_problem *p = wide ? &f.p : &q.p;
+    const size_t es = wide ? 2 : 1;
+    for (int m = 0; m < 2; m++) {
+        const int N = m == 0 ? 2 * c.I : c.H, K = m == 0 ? c.H : c.I, I = c.I;
+        const size_t kb = (size_t)K * es, KT = (kb + 127) / 128, T = m == 0 ? (size_t)(I + 63) / 64 : (size_t)(N + 127) / 128;
+        const size_t bytes = moe_cuda_fx_tiled_bytes(p, m + 1);
+        ck_assert_uint_eq(bytes, (size_t)c.E * T * KT * 16384);
+        void *dt = NULL;
+        ck_assert_int_eq(cudaMalloc(&dt, bytes), cudaSuccess);
+        ck_assert_int_eq(cudaMemset(dt, 0x5a, bytes), cudaSuccess); /* the zeros must be written */
+        const void *dw = wide ? (m == 0 ? f.dw1 : f.dw2) : (m == 0 ? q.dw1 : q.dw2);
+        ck_assert_msg(moe_cuda_fx_tile_weights(p, m + 1, dw, dt, NULL) == MOE_OK, "%s", moe_last_error());
+        uint8_t *got = (uint8_t *)malloc(bytes);
+        ck_assert_int_eq(cudaMemcpy(got, dt, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+        const uint8_t *w = (const uint8_t *)(wide ? (m == 0 ? f.w1.data : f.w2.data) : (m == 0 ? q.w1q.data : q.w2q.data));
+        size_t bad = 0, real = 0;
+        for (size_t e = 0; e < (size_t)c.E; e++)
+            for (size_t t = 0; t < T; t++)
+                for (size_t kt = 0; kt < KT; kt++)
+                    for (size_t r = 0; r < 128; r++) {
+                        long row = (long)(t * 128 + r);
+                        if (m == 0) { /* gate rows of 8 columns, then their up rows */
+                            const long col = (long)((t * 8 + r / 16) * 8 + r % 8);
+                            row = col < I ? (long)((r / 8) % 2) * I + col : -1;
+                        } else if (row >= N) row = -1;
+                        for (size_t b = 0; b < 128; b++) {
+                            const size_t k = kt * 128 + b;
+                            const uint8_t want = row >= 0 && k < kb ? w[(e * N + (size_t)row) * kb + k] : 0;
+                            const uint8_t g = got[(((e * T + t) * KT + kt) * 128 + r) * 128 + b];
+                            bad += g != want, real += row >= 0 && k < kb;
+                        }
+                    }
+        ck_assert_msg(bad == 0, "%s w%d: %zu of %zu tiled bytes differ from the layout", moe_scheme_name(sc), m + 1, bad, bytes);
+        ck_assert_uint_eq(real, (size_t)c.E * N * kb); /* every weight byte is somewhere */
+        printf("tiled %s w%d: %zu bytes (%zu of the weights) in the layout\n", moe_scheme_name(sc), m + 1, bytes, real);
+        if (m == 0) { /* zeros for w1: h is act(0, 0) = 0, so every output is a zero, where the boxes read them */
+            ck_assert_int_eq(cudaMemset(dt, 0, bytes), cudaSuccess);
+            moe_cuda_fx_plan *pl = wide ? &f.plan : &q.plan;
+            void **slot = wide ? &f.dt1 : &q.dt1;
+            pl->tma = 1, pl->weight_tiled = 1, *slot = dt;
+            uint16_t *o = wide ? run_forward(&f) : q8_run(&q);
+            size_t nz = 0;
+            for (size_t i = 0; i < (size_t)c.M * c.H; i++) nz += (o[i] & 0x7fff) != 0;
+            ck_assert_msg(nz == 0, "%s: %zu outputs not zero with zero tiled w1 (the boxes read the row-major w1?)",
+                          moe_scheme_name(sc), nz);
+            pl->weight_tiled = 0; /* the row-major weights again: not zeros */
+            free(o);
+            o = wide ? run_forward(&f) : q8_run(&q);
+            nz = 0;
+            for (size_t i = 0; i < (size_t)c.M * c.H; i++) nz += (o[i] & 0x7fff) != 0;
+            ck_assert_msg(nz > 0, "%s: every output zero from the row-major w1", moe_scheme_name(sc));
+            free(o);
+            /* a misaligned tiled pointer: refused, naming the rule */
+            *slot = (uint8_t *)dt + 8, pl->weight_tiled = 1;
+            moe_cuda_fx_args a = wide ? fargs(&f) : q8args(&q);
+            ck_assert_int_eq(moe_cuda_fx_forward(p, pl, &a, wide ? f.ws : q.ws, NULL), MOE_ERR_INVALID_ARG);
+            ck_assert_msg(strstr(moe_last_error(), "w1_tiled") != NULL, "%s", moe_last_error());
+            pl->weight_tiled = 2, *slot = dt;
+            a = wide ? fargs(&f) : q8args(&q);
+            ck_assert_int_eq(moe_cuda_fx_forward(p, pl, &a, wide ? f.ws : q.ws, NULL), MOE_ERR_INVALID_ARG);
+            ck_assert_msg(strstr(moe_last_error(), "weight_tiled") != NULL, "%s", moe_last_error());
+            *slot = NULL;
+        }
+        /* the arguments' rules: which, alignment, NULL */
+        ck_assert_int_eq(moe_cuda_fx_tile_weights(p, 3, dw, dt, NULL), MOE_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(moe_last_error(), "which") != NULL, "%s", moe_last_error());
+        ck_assert_int_eq(moe_cuda_fx_tile_weights(p, m + 1, dw, (uint8_t *)dt + 4, NULL), MOE_ERR_INVALID_ARG);
+        ck_assert_int_eq(moe_cuda_fx_tile_weights(p, m + 1, NULL, dt, NULL), MOE_ERR_INVALID_ARG);
+        ck_assert_uint_eq(moe_cuda_fx_tiled_bytes(p, 0), 0);
+        free(got);
+        cudaFree(dt);
+    }
+    /* the 4-bit codes have no TMA boxes: no tiled form (a problem mxfp4_w4a16 takes: H, I multiples of 64) */
+    moe_cuda_fx_problem p4 = *p;
+    p4.scheme = MOE_SCHEME_MXFP4_W4A16, p4.H = 1024, p4.I = 512;
+    ck_assert_uint_eq(moe_cuda_fx_tiled_bytes(&p4, 1), 0);
+    ck_assert_int_eq(moe_cuda_fx_tile_weights(&p4, 1, wide ? f.dw1 : q.dw1, wide ? f.dw2 : q.dw2, NULL), MOE_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(moe_last_error(), "mxfp4") != NULL, "%s", moe_last_error());
+    if (wide) fprob_free(&f);
+    else q8prob_free(&q);
 }
 END_TEST
 
@@ -1851,7 +1973,7 @@ START_TEST(gemv_within_bounds)
                 ck_assert_int_eq(moe_cuda_fx_forward(&p2, &pl2, &a2, f.ws, NULL), MOE_ERR_INVALID_ARG);
                 ck_assert_msg(strstr(moe_last_error(), "gemv") != NULL, "%s", moe_last_error());
             }
-            char desc[128];
+            char desc[160];
             moe_cuda_fx_tiles(plan, desc, sizeof desc);
             ck_assert_msg(strstr(desc, "matrix-vector") != NULL, "%s", desc);
             /* the GEMVs' model: mma.sync steps of 16 (e4m3 too: f16 HMMA on sm_90, NOTES.md v29) in f32, whatever
@@ -2336,9 +2458,11 @@ static void add_tests(Suite *s)
     TCase *t4 = gpu_tcase(s, "w4wg", 300);
     tcase_add_loop_test(t4, w4_dequant_exhaustive, 0, 2);
     tcase_add_loop_test(t4, w4_wgmma_matches_bf16, 0, (int)(sizeof W4_SCHEMES / sizeof W4_SCHEMES[0]));
-    /* CK_RUN_CASE=tma: the weight tiles by TMA against the copies (no host forward) */
+    /* CK_RUN_CASE=tma: the weight tiles by TMA (from the row-major and the tiled weights) against the copies,
+     * the tiled layout (no host forward) */
     TCase *tt = gpu_tcase(s, "tma", 600);
     tcase_add_loop_test(tt, tma_matches_copies, 0, (int)(sizeof TMA_SCHEMES / sizeof TMA_SCHEMES[0]));
+    tcase_add_loop_test(tt, tiled_weights_layout, 0, 2);
     /* CK_RUN_CASE=stagewise: the forward's intermediates judged stage by stage, every scheme, both combines */
     TCase *tj = gpu_tcase(s, "stagewise", 900);
     tcase_add_test(tj, mma_steps_within_model);
