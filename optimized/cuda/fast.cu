@@ -956,7 +956,8 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * the 16 / 32-row decode tiles' 8-bit forwards 0.9-5.5% faster at every point (DeepSeek-V3 and gpt-oss-120b
      * 3.6-5.5%, Mixtral-8x7B M = 64 2.1-4.1%); the 64 / 128-row tiles, whose weight tiles are re-read from L2 by
      * several row blocks, from 7% slower (Qwen3-30B-A3B bf16 M = 4096) to 4% faster, so they keep the row-major
-     * boxes. MOE_FX_TILED=0 / 1 in the environment: never / wherever the boxes are TMA's */
+     * boxes (the persistent ones, fast_ws.cuh, always: their producer keeps v35's code). MOE_FX_TILED=0 / 1 in
+     * the environment: never / every TMA tile but those */
     plan->weight_tiled = plan->tma && env_flag("MOE_FX_TILED", plan->bm1 < 64);
     const char *pv = getenv("MOE_FX_PROMO");
     plan->weight_promo = pv ? atoi(pv) : plan->bm1 >= 64 ? 256 : 128;
@@ -1251,7 +1252,7 @@ extern "C" void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_
                                       : " swapped",
              !plan->persistent || !ew ? "" : ew == 3 ? ", epilogue warpgroup" : ew == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
              sh, !plan->tma ? "" : plan->weight_promo == 256 ? ", TMA weights (L2 256 B" : plan->weight_promo == 128 ? ", TMA weights (L2 128 B" : ", TMA weights (L2 no promotion",
-             !plan->tma ? "" : plan->weight_tiled ? ", tiled)" : ")");
+             !plan->tma ? "" : plan->weight_tiled && !plan->persistent ? ", tiled)" : ")");
 }
 
 extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan)

@@ -176,8 +176,9 @@ typedef struct {
                              * given; fast_tiled.cuh: one contiguous 16 KB run a box) instead of the row-major w1 /
                              * w2; the same bytes land, so the same results bit for bit. plan_make sets it on the
                              * 16 / 32-row decode tiles with plan.tma, where it measured faster (NOTES.md v36);
-                             * MOE_FX_TILED=0 / 1 in the environment: never / wherever plan.tma is set; a caller
-                             * may set or clear it */
+                             * the persistent 64 / 128-row tiles (plan.persistent) read the row-major boxes
+                             * whatever it says. MOE_FX_TILED=0 / 1 in the environment: never / every other TMA
+                             * tile; a caller may set or clear it */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 

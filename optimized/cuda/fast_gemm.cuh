@@ -1205,7 +1205,7 @@ inline encode_tiled_fn encode_tiled()
 
 /* the weight map of a BN-row tile (the kernel comment: GATED's 5-d view,
  * else [E][N][K]; p.w_tiled: the re-laid weights as [E][tiles][k tiles]
- * [128 rows][128 bytes], tiled_rows' order); invalid value when the weights
+ * [128 rows][128 bytes], tiled_row's order); invalid value when the weights
  * cannot be a TMA source (address or row pitch not 16-byte aligned, GATED's
  * I not whole 8-row blocks, E unset) */
 template <class T, int BN, int EPI> cudaError_t weight_map(const gemm_params &p, CUtensorMap *m)

@@ -337,7 +337,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                     continue;
                 }
                 if (tma) {
-                    if (pt == 0) tma_weights<EPI, BN, KTILE>(sb, &wmap, kt, nt, e, full0 + 8 * s, p.w_tiled != nullptr);
+                    if (pt == 0) tma_weights<EPI, BN, KTILE>(sb, &wmap, kt, nt, e, full0 + 8 * s, false);
                 } else
 #pragma unroll
                 for (int i = 0; i < BN / 16; i++) {
@@ -476,7 +476,9 @@ cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cud
     const int per_tile = EPI == EPI_GATED ? BN / 2 : BN;
     gemm_params q = p;
     q.max_blocks = max_blocks, q.n_tiles = (n_cols + per_tile - 1) / per_tile, q.group = 8;
-    if (QS >= QS_W4_INT || !q.b_tma) q.w_tiled = NULL; /* the copies (and the codes) read w */
+    /* the row-major boxes always: the tiled copy measured no reliable gain on these tiles (NOTES.md v36), and
+     * without it their producer keeps v35's code (no coordinate branch a k tile) */
+    q.w_tiled = NULL;
     const int64_t tiles = (int64_t)max_blocks * q.n_tiles;
     cudaLaunchConfig_t lc = {};
     typedef ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)> W;
