@@ -6,20 +6,18 @@
 #include "cuda_internal.h"
 #include "fast.h"
 #include "fast_tiled.cuh"
+#include "moe/dtype.h"
+#include "moe/quant.h"
 
 namespace {
 
-/* the problem's weight element in bytes: 2 (bf16), 1 (8-bit codes), 0 (no TMA weights) */
+/* the problem's weight element in bytes, from the scheme table (reference/quant_scheme.c): 2 (bf16) or 1
+ * (8-bit codes); 0 for the 4-bit codes, two a byte, which no TMA box reads */
 int elem_bytes(moe_scheme sc)
 {
-    switch (sc) {
-    case MOE_SCHEME_BF16: return 2;
-    case MOE_SCHEME_FP8_WTENSOR_ATENSOR:
-    case MOE_SCHEME_FP8_WCHANNEL_ATOKEN:
-    case MOE_SCHEME_FP8_WBLOCK128_AGROUP128:
-    case MOE_SCHEME_INT8_WCHANNEL_ATOKEN: return 1;
-    default: return 0;
-    }
+    moe_quant_spec ws;
+    const moe_dtype_info *di = moe_scheme_spec(sc, MOE_OPERAND_WEIGHT, &ws) == MOE_OK ? moe_dtype_get(ws.elem) : NULL;
+    return di && (di->bits == 8 || di->bits == 16) ? di->bits / 8 : 0;
 }
 
 struct geom {

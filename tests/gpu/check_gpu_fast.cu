@@ -1746,7 +1746,9 @@ START_TEST(tma_matches_copies)
             pl->tma = 0, pl->weight_tiled = 1; /* ignored without TMA: the copies read w1 / w2 */
             uint16_t *oc = wide ? run_forward(&f) : q8_run(&q);
             /* each L2 promotion of the boxes, plan_make's last, from the row-major weights, then from the tiled
-             * ones at two promotions: a cache hint and a layout, the same bytes land */
+             * ones at two promotions: a cache hint and a layout, the same bytes land (the persistent 64 / 128-row
+             * forms read the row-major boxes whatever weight_tiled says; tiled_weights_layout shows the decode
+             * forms read the tiled copy) */
             const int promos[] = {0, pl->weight_promo == 256 ? 128 : 256, pl->weight_promo, 0, pl->weight_promo};
             for (int pi = 0; pi < 5; pi++) {
                 pl->tma = 1, pl->weight_promo = promos[pi], pl->weight_tiled = pi >= 3;
@@ -1849,7 +1851,10 @@ START_TEST(tiled_weights_layout)
             ck_assert_msg(strstr(moe_last_error(), "weight_tiled") != NULL, "%s", moe_last_error());
             *slot = NULL;
         }
-        /* the arguments' rules: which, alignment, NULL */
+        /* the arguments' rules: problem, which, alignment, NULL */
+        ck_assert_int_eq(moe_cuda_fx_tile_weights(NULL, m + 1, dw, dt, NULL), MOE_ERR_INVALID_ARG);
+        ck_assert_msg(strstr(moe_last_error(), "problem") != NULL, "%s", moe_last_error());
+        ck_assert_uint_eq(moe_cuda_fx_tiled_bytes(NULL, m + 1), 0);
         ck_assert_int_eq(moe_cuda_fx_tile_weights(p, 3, dw, dt, NULL), MOE_ERR_INVALID_ARG);
         ck_assert_msg(strstr(moe_last_error(), "which") != NULL, "%s", moe_last_error());
         ck_assert_int_eq(moe_cuda_fx_tile_weights(p, m + 1, dw, (uint8_t *)dt + 4, NULL), MOE_ERR_INVALID_ARG);
