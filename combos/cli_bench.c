@@ -52,15 +52,16 @@ static const char USAGE[] =
     "  exit: 0 ok, 1 a run failed, 2 usage error\n"
     "\n"
     "       moe-bench --backend cuda-fast [--shape LIST|all] [--m LIST] [--scheme LIST] [--skew] [--seed N]\n"
-    "                 [--reps N] [--warmup N] [--peers cublas|none] [--json FILE]\n"
+    "                 [--reps N] [--warmup N] [--warm-ms N] [--peers cublas|none] [--json FILE]\n"
     "  The device grid (cuda-fast runs alone): the fast experts path, timed as CUDA graph replays\n"
     "  over 4 rotating input sets, and its atomic variant, beside the cuBLAS grouped-GEMM pipeline\n"
     "  (bf16; whole and GEMMs only), with the read, copy and dense bf16 / fp8 GEMM ceilings measured\n"
     "  at the start; JSON \"bench-gpu\". Defaults: --shape all (deepseek-v3 mixtral-8x7b qwen3-30b-a3b\n"
     "  gpt-oss-120b) --m 1,16,64,256,1024,4096,16384 --scheme bf16,fp8_wtensor_atensor,\n"
     "  fp8_wchannel_atoken,fp8_wblock128_agroup128,int8_wchannel_atoken,w4a16_g128,mxfp4_w4a16\n"
-    "  --reps 20 --warmup 3 --seed 1 --peers cublas; every implementation first runs untimed for 50 ms\n"
-    "  (none with --warmup 0).\n"
+    "  --reps 20 --warmup 3 --warm-ms 500 --seed 1 --peers cublas. Every implementation at a point, and\n"
+    "  every ceiling, first runs untimed for --warm-ms milliseconds (0 to 10000; none with --warmup 0):\n"
+    "  the GPU's power-capped clock then depends on that implementation, not on what ran before it.\n"
     "  Not built or no CUDA device: says so, exit 0, no JSON.\n";
 
 static double now_s(void)
@@ -297,12 +298,12 @@ static int parse_ms(char **mv, int nm, int *Ms, FILE *err)
     return 0;
 }
 
-enum { G_M = 1, G_SCHEME = 2, G_REPS = 4, G_WARMUP = 8, G_SEED = 16, G_PAIR = 32, G_REF_REPS = 64 };
+enum { G_M = 1, G_SCHEME = 2, G_REPS = 4, G_WARMUP = 8, G_SEED = 16, G_PAIR = 32, G_REF_REPS = 64, G_WARM_MS = 128 };
 
 typedef struct {
     char *shapes;          /* LIST or "all" */
     char **mv, **sv;
-    int nm, ns, reps, warmup, skew;
+    int nm, ns, reps, warmup, skew, warm_ms;
     unsigned long long seed;
     const char *peers, *json;
     unsigned given;        /* G_*: options on the command line (the modes' defaults differ) */
@@ -353,6 +354,7 @@ static int bench_device(char **bv, int nb, device_args *a, FILE *out, FILE *err)
     o.peer_cublas = !a->peers || !strcmp(a->peers, "cublas");
     o.skew = a->skew, o.seed = a->given & G_SEED ? a->seed : 1;
     o.reps = a->given & G_REPS ? a->reps : 20, o.warmup = a->given & G_WARMUP ? a->warmup : 3;
+    o.warm_ms = a->given & G_WARM_MS ? a->warm_ms : 500;
     o.json_path = a->json;
     /* as an unavailable backend elsewhere in moe-bench: said, not an error,
      * and no JSON (a file of skipped points would read as a run) */
@@ -367,7 +369,7 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
     char blist[128] = "cpu,ref", mlist[256] = "256", slist[512] = "bf16", pair[96] = "noep:triton_like";
     char shape_list[256] = "all";
     const char *shape_name = "qwen3-30b-a3b", *json_path = NULL, *peers = NULL;
-    int reps = 5, warmup = 1, ref_reps = 1, skew = 0;
+    int reps = 5, warmup = 1, ref_reps = 1, skew = 0, warm_ms = 0;
     unsigned given = 0;
     unsigned long long seed = 20261121ull;
     for (int i = 1; i < argc; i++) {
@@ -396,18 +398,24 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
             if (!strcmp(a, "--reps")) reps = (int)n, given |= G_REPS;
             else if (!strcmp(a, "--warmup")) warmup = (int)n, given |= G_WARMUP;
             else ref_reps = (int)n, given |= G_REF_REPS;
+        } else if (!strcmp(a, "--warm-ms")) {
+            long n = strtol(v, &end, 10);
+            if (*end || !*v || n < 0 || n > 10000)
+                return usage(err, "--warm-ms must be an integer number of milliseconds in [0, 10000], not", v);
+            warm_ms = (int)n, given |= G_WARM_MS;
         } else return usage(err, "unknown option", a);
     }
     char *bv[4], *mv[16], *sv[32];
     int nb = split_list(blist, bv, 4), nm = split_list(mlist, mv, 16), ns = split_list(slist, sv, 32);
     for (int b = 0; b < nb; b++)
         if (!strcmp(bv[b], "cuda-fast")) {
-            device_args da = {shape_list, mv, sv, nm, ns, reps, warmup, skew, seed, peers, json_path, given};
+            device_args da = {shape_list, mv, sv, nm, ns, reps, warmup, skew, warm_ms, seed, peers, json_path, given};
             if (((given & G_M) && !nm) || ((given & G_SCHEME) && !ns))
                 return usage(err, "--m and --scheme need at least one entry each", !nm ? "--m" : "--scheme");
             return bench_device(bv, nb, &da, out, err);
         }
     if (peers) return usage(err, "--peers applies to --backend cuda-fast only, not to", nb ? bv[0] : "");
+    if (given & G_WARM_MS) return usage(err, "--warm-ms applies to --backend cuda-fast only, not to", nb ? bv[0] : "");
     const moe_shape *sh = moe_shape_find(shape_name);
     if (!sh) return usage(err, "--shape: unknown (deepseek-v3, mixtral-8x7b, qwen3-30b-a3b, gpt-oss-120b, tiny):", shape_name);
     char *pf = pair, *ex = strchr(pair, ':');

@@ -4,12 +4,13 @@ as a torch user writes it, timed on the GPU (issue 8; JSON "bench-gpu",
 reports/SCHEMA.md).
 
     python3 reports/torch_peer.py [--shape LIST|all] [--m LIST] [--scheme LIST]
-        [--seed N] [--skew] [--reps N] [--warmup N] [--json FILE] [--dry-run]
+        [--seed N] [--skew] [--reps N] [--warmup N] [--warm-ms N] [--json FILE] [--dry-run]
 
 Routing, inputs, counts and timing follow the definitions moe-bench uses
 (the same routing generator, byte and FLOP counts, rotation over four input
-sets, warm-up then CUDA-event timed repetitions), so the two producers
-measure the same problem and bench_merge.py can put them side by side.
+sets, warm-up by time (--warm-ms, 500 ms as moe-bench's) and by count, then
+CUDA-event timed repetitions), so the two producers measure the same problem
+under the same power state and bench_merge.py can put them side by side.
 
 Timed per repetition, routing given (ids, weights already on the GPU):
   stable sort of the flattened ids; token of each sorted slot (index // k);
@@ -150,6 +151,10 @@ def parse_args(argv):
     ap.add_argument("--reps", type=int, default=20, help="timed repetitions per point (default 20; fewer when "
                     "one point would take more than about 2 s)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed runs before timing (default 3)")
+    ap.add_argument("--warm-ms", type=int, default=500, metavar="N",
+                    help="untimed milliseconds of runs before those, per point and per ceiling (default 500, as "
+                         "moe-bench's; 0 to 10000; none with --warmup 0): the GPU's power-capped clock then "
+                         "depends on the pipeline timed, not on what ran before it")
     ap.add_argument("--no-graph", action="store_true", help="time eagerly, do not try CUDA-graph capture")
     ap.add_argument("--fp8-group-align", type=int, default=1, metavar="N",
                     help="pad each expert's rows to a multiple of N for _scaled_grouped_mm (default 1: no padding; "
@@ -170,7 +175,14 @@ def parse_args(argv):
         ap.error(f"--m: positive integers expected, not {args.m!r}")
     if args.seed < 0 or args.reps < 1 or args.warmup < 0 or args.fp8_group_align < 1:
         ap.error("--seed >= 0, --reps >= 1, --warmup >= 0 and --fp8-group-align >= 1 are required")
+    if not 0 <= args.warm_ms <= 10000:
+        ap.error(f"--warm-ms must be milliseconds in [0, 10000], not {args.warm_ms}")
     return args
+
+
+def warm_ms(args):
+    """the warm-up by time in effect: none with --warmup 0 (as moe-bench)"""
+    return args.warm_ms if args.warmup > 0 else 0
 
 
 def point_base(shape, M, scheme, args, cnt):
@@ -199,7 +211,8 @@ def dry_run(args):
     mmax = max(args.ms)
     print(f"torch_peer.py plan: shapes {','.join(args.shapes)}; M {','.join(map(str, args.ms))}; "
           f"schemes {','.join(args.schemes)}; seed {args.seed}; routing {'skew' if args.skew else 'uniform'}; "
-          f"{SETS} input sets; {args.warmup} warm-up + up to {args.reps} timed runs")
+          f"{SETS} input sets; {warm_ms(args)} ms and {args.warmup} runs of warm-up, then up to {args.reps} "
+          f"timed runs")
     print(f"{'shape':<14} {'M':>6} {'scheme':<24} {'impl':<24} {'touched':>7} {'bytes':>14} {'GFLOP':>10}  status")
     reasons = {}
     for shape in args.shapes:
@@ -232,11 +245,23 @@ class Bench:
         self.pool = None
 
     # -- timing ----------------------------------------------------------
-    def time_calls(self, calls, warmup, reps):
-        """calls[i % len(calls)]() per run: warm-up, then each timed run
-        between two CUDA events; median and min in µs and the reps timed."""
+    def time_calls(self, calls, warmup, reps, warm_s=None):
+        """calls[i % len(calls)]() per run: runs for warm_s seconds (default
+        --warm-ms), each waited for, and `warmup` runs (none of either when
+        warmup is 0), then each timed run between two CUDA events; median
+        and min in µs and the reps timed. The warm-up by time is moe-bench's
+        (bench_gpu_internal.h, moe_bg_time): the H200 lowers its clock to
+        hold its power cap, so a short timing window measures what ran in
+        the second before it unless the pipeline timed has filled it."""
         torch = self.torch
         ev = lambda: torch.cuda.Event(enable_timing=True)
+        warm_s = warm_ms(self.args) / 1e3 if warm_s is None else warm_s
+        t0 = time.perf_counter()
+        i = 0
+        while warmup and warm_s > 0 and time.perf_counter() - t0 < warm_s:
+            calls[i % len(calls)]()
+            torch.cuda.synchronize()
+            i += 1
         t0 = time.perf_counter()
         for i in range(warmup):
             calls[i % len(calls)]()
@@ -254,24 +279,33 @@ class Bench:
         return statistics.median(us), min(us), reps
 
     # -- ceilings --------------------------------------------------------
+    def dense(self, key, call, flops, out):
+        """out[key + "_burst"]: after a second idle and 3 runs (reported,
+        never divided by); out[key]: after the warm-up by time, as the points"""
+        self.torch.cuda.synchronize()
+        time.sleep(1.0)
+        med, _, _ = self.time_calls([call], 3, 20, warm_s=0.0)
+        out[key.replace("_tflops", "_burst_tflops")] = flops / med / 1e6
+        med, _, _ = self.time_calls([call], 3, 20)
+        out[key] = flops / med / 1e6
+
     def ceilings(self):
         torch, n = self.torch, DENSE_N
-        out = {"torch_bf16_dense_tflops": None, "torch_fp8_dense_tflops": None, "dense_n": n}
+        out = {"torch_bf16_dense_tflops": None, "torch_fp8_dense_tflops": None, "torch_bf16_dense_burst_tflops": None,
+               "torch_fp8_dense_burst_tflops": None, "dense_n": n}
         g = torch.Generator(device=self.dev).manual_seed(12345)
         flops = 2.0 * n * n * n
         try:
             a = torch.randn(n, n, device=self.dev, dtype=torch.bfloat16, generator=g)
             b = torch.randn(n, n, device=self.dev, dtype=torch.bfloat16, generator=g)
-            med, _, _ = self.time_calls([lambda: a @ b], 3, 20)
-            out["torch_bf16_dense_tflops"] = flops / med / 1e6
+            self.dense("torch_bf16_dense_tflops", lambda: a @ b, flops, out)
             a8 = a.to(torch.float8_e4m3fn)
             b8 = b.to(torch.float8_e4m3fn).t()      # column-major, as _scaled_mm wants its second operand
             sa = torch.ones(n, 1, device=self.dev, dtype=torch.float32)
             sb = torch.ones(1, n, device=self.dev, dtype=torch.float32)
             mm = lambda: torch._scaled_mm(a8, b8, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
                                           use_fast_accum=True)
-            med, _, _ = self.time_calls([mm], 3, 20)
-            out["torch_fp8_dense_tflops"] = flops / med / 1e6
+            self.dense("torch_fp8_dense_tflops", mm, flops, out)
         except Exception as e:  # a missing op or an old GPU: the ceiling stays null, the reason is kept
             out["note"] = err_text(e)
         finally:
@@ -463,7 +497,8 @@ def run_gpu(args):
     print("ceilings: " + json.dumps(ceil, sort_keys=True), flush=True)
     meta = {"tool": "torch_peer.py", "torch": torch.__version__, "cuda": torch.version.cuda,
             "gpu": f"{props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs)",
-            "seed": args.seed, "skew": int(args.skew), "reps": args.reps, "warmup": args.warmup, "sets": SETS,
+            "seed": args.seed, "skew": int(args.skew), "reps": args.reps, "warmup": args.warmup,
+            "warm_ms": warm_ms(args), "sets": SETS,
             "graph": not args.no_graph, "fp8_group_align": args.fp8_group_align,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ceilings": ceil}
     points = []

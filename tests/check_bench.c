@@ -95,6 +95,19 @@ START_TEST(device_grid_usage_errors)
     HAS(err_buf, "must be an integer in [1, 1000]");
     ck_assert_int_eq(bench("--backend cuda-fast --seed x"), 2);
     HAS(err_buf, "--seed must be a non-negative integer");
+    /* --warm-ms: milliseconds in [0, 10000], and only with cuda-fast */
+    ck_assert_int_eq(bench("--backend cuda-fast --warm-ms 10001"), 2);
+    HAS(err_buf, "--warm-ms must be an integer number of milliseconds in [0, 10000], not '10001'");
+    ck_assert_int_eq(bench("--backend cuda-fast --warm-ms -1"), 2);
+    HAS(err_buf, "not '-1'");
+    ck_assert_int_eq(bench("--backend cuda-fast --warm-ms 5x"), 2);
+    HAS(err_buf, "not '5x'");
+    ck_assert_int_eq(bench("--backend cuda-fast --warm-ms 2.5"), 2);
+    HAS(err_buf, "not '2.5'");
+    ck_assert_int_eq(bench("--backend cpu --warm-ms 100"), 2);
+    HAS(err_buf, "--warm-ms applies to --backend cuda-fast only, not to 'cpu'");
+    ck_assert_int_eq(bench("--backend cuda-fast --shape tiny --m 3 --warm-ms 0"), 0);
+    HAS(out_buf, "backend cuda-fast: skipped (not built)");
     /* usage errors come before the availability check: nothing written */
     ck_assert_int_eq(bench("--backend cuda-fast --peers x --json /tmp/moe_bench_never.json"), 2);
     ck_assert_int_ne(access("/tmp/moe_bench_never.json", F_OK), 0);

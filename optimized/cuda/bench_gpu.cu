@@ -315,8 +315,8 @@ static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, bg_weigh
     else if (!st) st = rel_l2(in->out_fast, in->out_ref, (size_t)in->M * sh->H, s, &p->check, p->why, sizeof p->why);
     if (st) moe_bg_point_set(p, "failed", "%s", moe_last_error());
     else if (p->why[0]) p->status = "failed"; /* the check's reason is in why; never timed */
-    else if ((st = moe_bg_time(graph_run, &g, s, R->o->warmup, R->o->reps, MOE_BG_BUDGET_S, &p->median_us, &p->min_us,
-                               &p->reps)))
+    else if ((st = moe_bg_time(graph_run, &g, s, R->o->warm_ms * 1e-3, R->o->warmup, R->o->reps, MOE_BG_BUDGET_S,
+                               &p->median_us, &p->min_us, &p->reps)))
         moe_bg_point_set(p, "failed", "%s", moe_last_error());
     else p->status = "ok";
     for (int r = 0; r < MOE_BG_SETS; r++)
@@ -337,8 +337,8 @@ static void run_peer(moe_bg_run *R, moe_bg_peer *peer, const char *why_status, c
     snprintf(pp->note, sizeof pp->note, "align, counts to the host + sync, group arrays, pointers to the device, gather, "
                                         "grouped GEMM1, activation, grouped GEMM2, combine");
     snprintf(pg->note, sizeof pg->note, "the two cublasGemmGroupedBatchedEx calls only (groups prepared outside)");
-    if ((st = moe_bg_time(moe_bg_peer_forward, peer, s, R->o->warmup, R->o->reps, MOE_BG_BUDGET_S, &pp->median_us,
-                          &pp->min_us, &pp->reps))) {
+    if ((st = moe_bg_time(moe_bg_peer_forward, peer, s, R->o->warm_ms * 1e-3, R->o->warmup, R->o->reps,
+                          MOE_BG_BUDGET_S, &pp->median_us, &pp->min_us, &pp->reps))) {
         moe_bg_point_set(pp, "failed", "%s", moe_last_error());
         moe_bg_point_set(pg, "failed", "%s", "not run: the cuBLAS pipeline failed");
         cudaGetLastError();
@@ -347,8 +347,8 @@ static void run_peer(moe_bg_run *R, moe_bg_peer *peer, const char *why_status, c
     pp->status = "ok";
     for (int r = 0; !st && r < MOE_BG_SETS; r++) st = moe_bg_peer_prepare(peer, r, s);
     if (!st)
-        st = moe_bg_time(moe_bg_peer_gemms, peer, s, R->o->warmup, R->o->reps, MOE_BG_BUDGET_S, &pg->median_us,
-                         &pg->min_us, &pg->reps);
+        st = moe_bg_time(moe_bg_peer_gemms, peer, s, R->o->warm_ms * 1e-3, R->o->warmup, R->o->reps,
+                         MOE_BG_BUDGET_S, &pg->median_us, &pg->min_us, &pg->reps);
     if (st) moe_bg_point_set(pg, "failed", "%s", moe_last_error());
     else pg->status = "ok";
     cudaGetLastError();
@@ -446,7 +446,7 @@ int moe_bench_gpu_run(const moe_bench_gpu_opts *o, FILE *out, FILE *err)
     }
     moe_bg_cublas cb;
     moe_bg_cublas_load(&cb, s);
-    moe_bg_ceilings_measure(&cb, s, &R.ceil);
+    moe_bg_ceilings_measure(&cb, s, o->warmup > 0 ? o->warm_ms * 1e-3 : 0.0, &R.ceil);
     moe_bg_header(&R, &cb);
     for (int si = 0; si < o->nshapes; si++) {
         const moe_shape *sh = o->shapes[si];

@@ -68,6 +68,8 @@ typedef struct {
     int skew;           /* 1: half the tokens choose expert 0 first */
     uint64_t seed;      /* input set r uses seed + r */
     int reps, warmup;   /* timed runs per point (fewer when a point would pass ~2 s), untimed before them */
+    int warm_ms;        /* untimed milliseconds of runs before those (none when warmup is 0): the power
+                         * state every timing starts from (moe_bg_time, bench_gpu_internal.h) */
     int peer_cublas;    /* 1: time the cuBLAS peer (bf16 points); it also serves as the check's reference */
     const char *json_path; /* NULL: the table only */
 } moe_bench_gpu_opts;
