@@ -8,7 +8,7 @@
 #   bench-merge.log            its summary lines and warnings
 #   bench.html                 reports/report.py --bench-gpu
 # and prints the summary lines last. BENCH_GPU_ARGS overrides the selection
-# (options both producers take: --shape --m --scheme --seed --skew --reps
+# (options both producers take: --shape --m --scheme --seed --skew --reps --warm-ms
 # --warmup). Exit status: 1 when a step failed (the later steps still run on
 # what there is). Shared libraries the tools need (cJSON) are taken from
 # $BUILD/gpu-lib when present (make gpu-bundle).
