@@ -141,6 +141,8 @@ def check_point(p, where):
     for k in ("bytes", "flops"):
         need(p.get(k) is None and p["status"] != "ok" or is_num(p.get(k)) and p[k] >= 0,
              f"\"{k}\" must be a non-negative number (required when status is ok)")
+    need(p.get("sm_clock_mhz") is None or is_num(p["sm_clock_mhz"]) and p["sm_clock_mhz"] > 0,
+         "\"sm_clock_mhz\" must be a positive number (MHz) or null")
     if p["status"] == "ok":
         need(is_num(p.get("median_us")) and p["median_us"] > 0, "an ok point needs \"median_us\" > 0")
         need(p.get("min_us") is None or is_num(p["min_us"]) and p["min_us"] > 0, "\"min_us\" must be > 0")

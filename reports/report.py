@@ -954,6 +954,8 @@ def bench_gpu_view(doc, path):
             rel = check.get("rel_l2")
             notes.append(f"check rel. L2 {fmt_num(rel, 2)}" if isinstance(rel, (int, float)) else
                          "unchecked" + (f" ({check['why']})" if check.get("why") else ""))
+        if isinstance(p.get("sm_clock_mhz"), (int, float)):   # the median SM clock while timed (NOTES.md v40)
+            notes.append(f"SM clock {p['sm_clock_mhz']:.0f} MHz")
         if p.get("best_peer"):
             notes.append(f"best peer {p['best_peer']} {fmt_plain(p['best_peer_us'])} µs")
         rows.append({"shape": p["shape"], "M": p["M"], "scheme": p["scheme"], "routing": p["routing"],

@@ -35,6 +35,7 @@ and needs no torch: it runs anywhere.
 """
 
 import argparse
+import ctypes
 import json
 import statistics
 import struct
@@ -238,11 +239,42 @@ def err_text(e):
     return (s[0] if s else type(e).__name__)[:400]
 
 
+class Clock:
+    """The SM clock through NVML (the driver's libnvidia-ml.so.1, by ctypes:
+    no pynvml needed), as moe-bench samples it (bench_gpu_clock.cu): each
+    point records the median of samples taken while its timed runs execute.
+    Without NVML the points carry no clock and `why` says so."""
+
+    def __init__(self, torch):
+        self.fn, self.dev, self.why = None, ctypes.c_void_p(), None
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            rc = lib.nvmlInit_v2()
+            if rc != 0:
+                raise OSError(f"nvmlInit_v2: NVML status {rc}")
+            p = torch.cuda.get_device_properties(torch.cuda.current_device())
+            bus = f"{p.pci_domain_id:04x}:{p.pci_bus_id:02x}:{p.pci_device_id:02x}.0".encode()
+            rc = lib.nvmlDeviceGetHandleByPciBusId_v2(ctypes.c_char_p(bus), ctypes.byref(self.dev))
+            if rc != 0:
+                raise OSError(f"nvmlDeviceGetHandleByPciBusId_v2({bus.decode()}): NVML status {rc}")
+            self.fn = lib.nvmlDeviceGetClockInfo
+        except (OSError, AttributeError) as e:
+            self.why = err_text(e)
+
+    def mhz(self):
+        """the SM clock now (NVML_CLOCK_SM), or None"""
+        v = ctypes.c_uint(0)
+        if self.fn is None or self.fn(self.dev, 1, ctypes.byref(v)) != 0 or not v.value:
+            return None
+        return v.value
+
+
 class Bench:
     def __init__(self, torch, args):
         self.torch, self.args = torch, args
         self.dev = torch.device("cuda")
         self.pool = None
+        self.clock, self.last_clock = Clock(torch), None
 
     # -- timing ----------------------------------------------------------
     def time_calls(self, calls, warmup, reps, warm_s=None):
@@ -270,12 +302,27 @@ class Bench:
         if warmup and per > 0:
             reps = max(3, min(reps, int(POINT_BUDGET_US / per)))
         starts, ends = [ev() for _ in range(reps)], [ev() for _ in range(reps)]
+        clocks, last = [], -1.0
+
+        def sample():   # at most one a millisecond, while the timed runs execute
+            nonlocal last
+            now = time.perf_counter()
+            if now - last >= 1e-3:
+                v = self.clock.mhz()
+                if v:
+                    clocks.append(v)
+                last = now
         for i in range(reps):
             starts[i].record()
             calls[i % len(calls)]()
             ends[i].record()
+            sample()
+        while self.clock.fn is not None and not ends[-1].query():
+            sample()
+            time.sleep(2e-4)
         torch.cuda.synchronize()
         us = [s.elapsed_time(e) * 1000.0 for s, e in zip(starts, ends)]
+        self.last_clock = statistics.median(clocks) if clocks else None
         return statistics.median(us), min(us), reps
 
     # -- ceilings --------------------------------------------------------
@@ -288,6 +335,7 @@ class Bench:
         out[key.replace("_tflops", "_burst_tflops")] = flops / med / 1e6
         med, _, _ = self.time_calls([call], 3, 20)
         out[key] = flops / med / 1e6
+        out[key.replace("_tflops", "_clock_mhz")] = self.last_clock
 
     def ceilings(self):
         torch, n = self.torch, DENSE_N
@@ -450,7 +498,7 @@ class Bench:
                     pass
         med, mn, reps = self.time_calls(calls, self.args.warmup, self.args.reps)
         del calls, graphs
-        return med, mn, reps, note
+        return med, mn, reps, note, self.last_clock
 
 
 def valid_rows(torch, offs, n):
@@ -499,6 +547,7 @@ def run_gpu(args):
             "gpu": f"{props.name} (sm_{props.major}{props.minor}, {props.multi_processor_count} SMs)",
             "seed": args.seed, "skew": int(args.skew), "reps": args.reps, "warmup": args.warmup,
             "warm_ms": warm_ms(args), "sets": SETS,
+            "clock": "nvml" if b.clock.fn is not None else None, "clock_why": b.clock.why,
             "graph": not args.no_graph, "fp8_group_align": args.fp8_group_align,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "ceilings": ceil}
     points = []
@@ -546,10 +595,10 @@ def run_gpu(args):
             for M in args.ms:
                 p = base[M]
                 try:
-                    med, mn, reps, note = b.run_point(forward, sets, M)
+                    med, mn, reps, note, mhz = b.run_point(forward, sets, M)
                     p.update(status="ok", median_us=med, min_us=mn, reps=reps,
                              tbs=p["bytes"] / med / 1e6, tflops=p["flops"] / med / 1e6,
-                             graph=not args.no_graph and not note)
+                             graph=not args.no_graph and not note, sm_clock_mhz=mhz)
                     notes = [note] if note else []
                     if scheme == "fp8_wtensor_atensor":
                         notes.append("per-tensor scales broadcast to the rowwise kernel's vectors")
@@ -558,8 +607,8 @@ def run_gpu(args):
                     if notes:
                         p["note"] = "; ".join(notes)
                     print(f"{shape} M={M} {scheme}: {med:.1f} us (min {mn:.1f}, {reps} reps, "
-                          f"{'graph' if p['graph'] else 'eager'}), {p['tbs']:.2f} TB/s, {p['tflops']:.1f} TFLOP/s",
-                          flush=True)
+                          f"{'graph' if p['graph'] else 'eager'}), {p['tbs']:.2f} TB/s, {p['tflops']:.1f} TFLOP/s"
+                          + (f", SM clock {mhz:.0f} MHz" if mhz else ""), flush=True)
                 except Exception as e:
                     p.update(status="failed", why=err_text(e))
                     print(f"{shape} M={M} {scheme}: failed: {p['why']}", flush=True)

@@ -500,6 +500,11 @@ START_TEST(bench_gpu_merge_bad)
          "meta.ceilings.read_tbs must be a positive number or null"},
         {"bad-seed.json", "{\"type\": \"bench-gpu\", \"meta\": {\"seed\": 7}, \"points\": []}\n",
          "meta.seed differs between the inputs (1, 7)"},
+        {"bad-clock.json",
+         "{\"type\": \"bench-gpu\", \"meta\": {}, \"points\": [{\"shape\": \"deepseek-v3\", \"M\": 1, "
+         "\"scheme\": \"bf16\", \"routing\": \"uniform\", \"impl\": \"cuda-fast\", \"status\": \"ok\", "
+         "\"bytes\": 1, \"flops\": 1, \"median_us\": 2, \"sm_clock_mhz\": 0}]}\n",
+         "points[0]: \"sm_clock_mhz\" must be a positive number (MHz) or null"},
         {"bad-syntax.json", "{\"type\": \"bench-gpu\",\n \"meta\": {},,\n}\n", "bad-syntax.json:2: invalid JSON"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -586,6 +591,9 @@ START_TEST(bench_gpu_section)
     HAS(sec, "782.9 TFLOP/s — tests/report/bench_gpu_torch.json (torch_bf16_dense_tflops)");
     HAS(sec, "820 TFLOP/s — tests/report/bench_gpu_torch.json (torch_bf16_dense_burst_tflops)");
     HAS(sec, "warm_ms");
+    /* each point's median SM clock while timed, where its producer sampled one */
+    HAS(sec, "SM clock 1455 MHz");
+    HAS(sec, "SM clock 1980 MHz");
     char *goals = between(sec, "id=\"bench-gpu-goals\"", "</table>");
     char *g = between(goals, "data-goal=\"small-m\"", "</tr>");
     HAS(g, "<span class=\"chip v-pass\">1</span>");

@@ -316,7 +316,7 @@ static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, bg_weigh
     if (st) moe_bg_point_set(p, "failed", "%s", moe_last_error());
     else if (p->why[0]) p->status = "failed"; /* the check's reason is in why; never timed */
     else if ((st = moe_bg_time(graph_run, &g, s, R->o->warm_ms * 1e-3, R->o->warmup, R->o->reps, MOE_BG_BUDGET_S,
-                               &p->median_us, &p->min_us, &p->reps)))
+                               &p->median_us, &p->min_us, &p->reps, &p->clock_mhz)))
         moe_bg_point_set(p, "failed", "%s", moe_last_error());
     else p->status = "ok";
     for (int r = 0; r < MOE_BG_SETS; r++)
@@ -338,7 +338,7 @@ static void run_peer(moe_bg_run *R, moe_bg_peer *peer, const char *why_status, c
                                         "grouped GEMM1, activation, grouped GEMM2, combine");
     snprintf(pg->note, sizeof pg->note, "the two cublasGemmGroupedBatchedEx calls only (groups prepared outside)");
     if ((st = moe_bg_time(moe_bg_peer_forward, peer, s, R->o->warm_ms * 1e-3, R->o->warmup, R->o->reps,
-                          MOE_BG_BUDGET_S, &pp->median_us, &pp->min_us, &pp->reps))) {
+                          MOE_BG_BUDGET_S, &pp->median_us, &pp->min_us, &pp->reps, &pp->clock_mhz))) {
         moe_bg_point_set(pp, "failed", "%s", moe_last_error());
         moe_bg_point_set(pg, "failed", "%s", "not run: the cuBLAS pipeline failed");
         cudaGetLastError();
@@ -348,7 +348,7 @@ static void run_peer(moe_bg_run *R, moe_bg_peer *peer, const char *why_status, c
     for (int r = 0; !st && r < MOE_BG_SETS; r++) st = moe_bg_peer_prepare(peer, r, s);
     if (!st)
         st = moe_bg_time(moe_bg_peer_gemms, peer, s, R->o->warm_ms * 1e-3, R->o->warmup, R->o->reps,
-                         MOE_BG_BUDGET_S, &pg->median_us, &pg->min_us, &pg->reps);
+                         MOE_BG_BUDGET_S, &pg->median_us, &pg->min_us, &pg->reps, &pg->clock_mhz);
     if (st) moe_bg_point_set(pg, "failed", "%s", moe_last_error());
     else pg->status = "ok";
     cudaGetLastError();
@@ -444,6 +444,7 @@ int moe_bench_gpu_run(const moe_bench_gpu_opts *o, FILE *out, FILE *err)
         if (R.json) fclose(R.json), remove(tmp);
         return 1;
     }
+    if (moe_bg_clock_open(R.clock_why, sizeof R.clock_why)) cudaGetLastError();
     moe_bg_cublas cb;
     moe_bg_cublas_load(&cb, s);
     moe_bg_ceilings_measure(&cb, s, o->warmup > 0 ? o->warm_ms * 1e-3 : 0.0, &R.ceil);

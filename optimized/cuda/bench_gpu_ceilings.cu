@@ -86,8 +86,36 @@ static moe_status elapsed(cudaEvent_t a, cudaEvent_t b, float *ms)
     return MOE_OK;
 }
 
+static double since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+static int cmp_u(const void *a, const void *b)
+{
+    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+    return (x > y) - (x < y);
+}
+
+/* SM clock samples while the timed runs execute, at most one a millisecond */
+typedef struct {
+    unsigned v[512];
+    int n, on;
+    struct timespec last;
+} clock_samples;
+
+static void clock_sample(clock_samples *c)
+{
+    if (!c->on || c->n == (int)(sizeof c->v / sizeof c->v[0]) || (c->n && since(&c->last) < 1e-3)) return;
+    const unsigned mhz = moe_bg_clock_mhz();
+    if (mhz) c->v[c->n++] = mhz;
+    clock_gettime(CLOCK_MONOTONIC, &c->last);
+}
+
 moe_status moe_bg_time(moe_bg_run_fn run, void *ctx, cudaStream_t s, double warm_s, int warmup, int reps,
-                       double budget_s, double *median_us, double *min_us, int *done)
+                       double budget_s, double *median_us, double *min_us, int *done, double *clock_mhz)
 {
     cudaEvent_t *ev = (cudaEvent_t *)calloc(2 * (size_t)reps, sizeof *ev);
     float *ms = (float *)malloc(sizeof(float) * (size_t)reps), est = -1.0f;
@@ -102,15 +130,16 @@ moe_status moe_bg_time(moe_bg_run_fn run, void *ctx, cudaStream_t s, double warm
      * left the first implementation at a point slow: Mixtral-8x7B M = 16
      * bf16, 750 us after 3 warm-ups, 670 after 40, NOTES.md v20). Every
      * implementation gets the same; none with --warmup 0 (profiling) */
-    struct timespec t0, t1;
+    struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int w = 0; !st && warmup > 0 && warm_s > 0.0 && w < 1 << 22; w++) {
         cudaError_t e;
         if ((st = run(ctx, w, s))) break;
         if ((e = cudaStreamSynchronize(s)) != cudaSuccess) st = moe_cu_fail(e, "bench: warm-up");
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec) >= warm_s) break;
+        if (since(&t0) >= warm_s) break;
     }
+    clock_samples cs;
+    cs.n = 0, cs.on = clock_mhz != NULL;
     /* the budget's estimate: the last warm-up run, else the first timed one
      * (both use the first event pair) */
     for (int w = 0; !st && w < warmup; w++) {
@@ -125,12 +154,24 @@ moe_status moe_bg_time(moe_bg_run_fn run, void *ctx, cudaStream_t s, double warm
             int fit = (int)(budget_s * 1e3 / est);
             n = fit > 1 ? fit : 1;
         }
+        clock_sample(&cs);
     }
+    /* the runs still queued: sampled while they execute */
+    while (!st && cs.on && cudaEventQuery(ev[2 * n - 1]) == cudaErrorNotReady) {
+        clock_sample(&cs);
+        const struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
+    cudaGetLastError(); /* cudaEventQuery's not-ready is not an error of the run */
     for (int r = 0; !st && r < n; r++) st = elapsed(ev[2 * r], ev[2 * r + 1], &ms[r]);
     if (!st) {
         qsort(ms, (size_t)n, sizeof *ms, cmp_f);
         *median_us = 1e3 * (n % 2 ? ms[n / 2] : 0.5 * ((double)ms[n / 2 - 1] + ms[n / 2]));
         *min_us = 1e3 * ms[0], *done = n;
+        if (clock_mhz) {
+            qsort(cs.v, (size_t)cs.n, sizeof cs.v[0], cmp_u);
+            *clock_mhz = cs.n ? (cs.n % 2 ? cs.v[cs.n / 2] : 0.5 * ((double)cs.v[cs.n / 2 - 1] + cs.v[cs.n / 2])) : -1.0;
+        }
     }
     for (int r = 0; r < made; r++) cudaEventDestroy(ev[r]);
     free(ev), free(ms);
@@ -227,11 +268,11 @@ static void measure_memory(cudaStream_t s, double warm_s, moe_bg_ceilings *o)
     cudaGetDevice(&dev), cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     read_ctx r = {(const uint4 *)buf, bytes / 16, sink, (sms > 0 ? sms : 132) * 4};
     if ((st = moe_bg_fill_u32(buf, bytes / 4, 0x5EADull, s)) ||
-        (st = moe_bg_time(read_run, &r, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done)))
+        (st = moe_bg_time(read_run, &r, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done, NULL)))
         why_status(o->read_why, sizeof o->read_why);
     else o->read_tbs = (double)bytes / med * 1e-6;
     copy_ctx c = {(char *)buf + bytes / 2, buf, bytes / 2};
-    if (!st && (st = moe_bg_time(copy_run, &c, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done)))
+    if (!st && (st = moe_bg_time(copy_run, &c, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done, NULL)))
         why_status(o->copy_why, sizeof o->copy_why);
     else if (!st) o->copy_tbs = 2.0 * (double)c.bytes / med * 1e-6;
     else snprintf(o->copy_why, sizeof o->copy_why, "not measured: the read ceiling failed first");
@@ -285,14 +326,15 @@ static moe_status measure_bf16(const moe_bg_cublas *c, void *a, void *b, void *d
         g.c = c, g.n = n, g.a = a, g.b = b, g.d = d;
         const double flops = 2.0 * n * (double)n * n;
         moe_status st = idle_synced(s);
-        if (!st) st = moe_bg_time(bf16_run, &g, s, 0.0, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done);
+        if (!st) st = moe_bg_time(bf16_run, &g, s, 0.0, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done, NULL);
         if (st) return st;
         if (flops / med * 1e-6 > o->bf16_burst) o->bf16_burst = flops / med * 1e-6;
-        if ((st = moe_bg_time(bf16_run, &g, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done))) return st;
+        double mhz;
+        if ((st = moe_bg_time(bf16_run, &g, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done, &mhz))) return st;
         double tf = flops / med * 1e-6;
         if (i == 0) o->bf16_4096 = tf;
         else o->bf16_8192 = tf;
-        if (tf > o->bf16_tflops) o->bf16_tflops = tf;
+        if (tf > o->bf16_tflops) o->bf16_tflops = tf, o->bf16_clock = mhz;
     }
     return MOE_OK;
 }
@@ -349,9 +391,11 @@ static moe_status measure_fp8(const moe_bg_cublas *c, void *a, void *b, void *d,
     if (e != cudaSuccess) st = moe_cu_fail(e, "fp8 ceiling buffers");
     if (!st && (st = moe_bg_fill_e4m3(a, (size_t)n * n, 0xF8A, 1.0f, s)) == MOE_OK &&
         (st = moe_bg_fill_e4m3(b, (size_t)n * n, 0xF8B, 1.0f, s)) == MOE_OK && (st = fp8_setup(c, &g, scale)) == MOE_OK &&
-        (st = idle_synced(s)) == MOE_OK && (st = moe_bg_time(fp8_run, &g, s, 0.0, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done)) == MOE_OK) {
+        (st = idle_synced(s)) == MOE_OK &&
+        (st = moe_bg_time(fp8_run, &g, s, 0.0, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done, NULL)) == MOE_OK) {
         o->fp8_burst = 2.0 * n * (double)n * n / med * 1e-6;
-        if ((st = moe_bg_time(fp8_run, &g, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done)) == MOE_OK)
+        if ((st = moe_bg_time(fp8_run, &g, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done, &o->fp8_clock)) ==
+            MOE_OK)
             o->fp8_tflops = 2.0 * n * (double)n * n / med * 1e-6;
     }
     fp8_teardown(c, &g);
@@ -363,7 +407,7 @@ void moe_bg_ceilings_measure(moe_bg_cublas *c, cudaStream_t s, double warm_s, mo
 {
     memset(o, 0, sizeof *o);
     o->read_tbs = o->copy_tbs = o->bf16_4096 = o->bf16_8192 = o->bf16_tflops = o->fp8_tflops = -1.0;
-    o->bf16_burst = o->fp8_burst = -1.0;
+    o->bf16_burst = o->fp8_burst = o->bf16_clock = o->fp8_clock = -1.0;
     measure_memory(s, warm_s, o);
     if (!c->ok) snprintf(o->bf16_why, sizeof o->bf16_why, "cuBLAS not loaded: %s", c->why);
     if (!c->lt_ok) snprintf(o->fp8_why, sizeof o->fp8_why, "cuBLASLt not loaded: %s", c->lt_why);

@@ -79,7 +79,15 @@ moe_status moe_bg_cublas_fail(cublasStatus_t st, const char *what);
  * dense ceilings', at its own sustained state. */
 typedef moe_status (*moe_bg_run_fn)(void *ctx, int rep, cudaStream_t s);
 moe_status moe_bg_time(moe_bg_run_fn run, void *ctx, cudaStream_t s, double warm_s, int warmup, int reps,
-                       double budget_s, double *median_us, double *min_us, int *done);
+                       double budget_s, double *median_us, double *min_us, int *done, double *clock_mhz);
+
+/* The SM clock (bench_gpu_clock.cu): moe_bg_clock_open loads NVML once a
+ * run (0; -1 with why: the points then carry none), moe_bg_clock_mhz
+ * samples the current device's SM clock (0: none). moe_bg_time's
+ * clock_mhz (NULL: not sampled) is the median of samples taken at most
+ * every millisecond while the timed runs execute, -1 without one. */
+int moe_bg_clock_open(char *why, size_t n);
+unsigned moe_bg_clock_mhz(void);
 
 /* Device fills from the bench hash (mix64 of seed ^ index): uniform in
  * [-scale, scale) rounded to bf16, to e4m3, or raw 32-bit words. */
@@ -94,6 +102,7 @@ moe_status moe_bg_fill_u32(uint32_t *p, size_t n, uint64_t seed, cudaStream_t s)
 typedef struct {
     double read_tbs, copy_tbs, bf16_4096, bf16_8192, bf16_tflops, fp8_tflops;
     double bf16_burst, fp8_burst;
+    double bf16_clock, fp8_clock; /* the sustained dense timings' median SM clock (MHz), -1: none */
     char read_why[320], copy_why[320], bf16_why[320], fp8_why[320];
 } moe_bg_ceilings;
 void moe_bg_ceilings_measure(moe_bg_cublas *c, cudaStream_t s, double warm_s, moe_bg_ceilings *out);
@@ -141,6 +150,7 @@ typedef struct {
     const moe_bench_gpu_opts *o;
     moe_bg_ceilings ceil;
     int npoints, failed;
+    char clock_why[256]; /* why the points carry no SM clock, "" when they do */
 } moe_bg_run;
 
 typedef struct {
@@ -150,6 +160,7 @@ typedef struct {
     const char *impl, *status; /* "ok", "skipped", "failed" */
     char why[640], note[256];
     double bytes, flops, median_us, min_us;
+    double clock_mhz; /* the median SM clock while timed (moe_bg_time), <= 0: none */
     int has_check;
     double check; /* relative L2 against the cuBLAS pipeline; < 0: null */
     char check_why[640];

@@ -47,6 +47,7 @@ void moe_bg_emit(moe_bg_run *R, moe_bg_point *p)
         fprintf(R->out, "  %-14s %6d %-24s %-17s %11.1f %7.2f %8.1f", p->sh->name, p->M, sn, p->impl, p->median_us, tbs, tf);
         if (fl > 0) fprintf(R->out, " %6.0f%%", 100.0 * fl / p->median_us);
         else fprintf(R->out, " %7s", "-");
+        if (p->clock_mhz > 0) fprintf(R->out, " %5.0f MHz", p->clock_mhz);
         if (p->has_check && p->check >= 0.0) fprintf(R->out, "  check %.1e", p->check);
         else if (p->has_check) fprintf(R->out, "  unchecked");
         fputc('\n', R->out);
@@ -64,6 +65,7 @@ void moe_bg_emit(moe_bg_run *R, moe_bg_point *p)
     fprintf(f, ",\"reps\":%d,\"touched_experts\":%d,\"bytes\":%.0f,\"flops\":%.0f", ok ? p->reps : 0, p->touched,
             p->bytes, p->flops);
     json_num(f, "tbs", tbs, ok), json_num(f, "tflops", tf, ok);
+    json_num(f, "sm_clock_mhz", p->clock_mhz, ok && p->clock_mhz > 0);
     json_num(f, "floor_us", fl, fl > 0), json_num(f, "share_of_floor", fl / p->median_us, ok && fl > 0);
     if (p->has_check) {
         if (p->check >= 0.0 && isfinite(p->check)) fprintf(f, ",\"check\":{\"rel_l2\":%.6g", p->check);
@@ -106,14 +108,18 @@ void moe_bg_header(moe_bg_run *R, const moe_bg_cublas *cb)
     fprintf(R->out, "ceilings: read %s TB/s, copy %s TB/s, bf16 dense %s TFLOP/s (4096^3 %s, 8192^3 %s), fp8 dense %s "
                     "TFLOP/s, each after %d ms of its own runs\n", v[0], v[1], v[2], v[3], v[4], v[5],
             o->warmup > 0 ? o->warm_ms : 0);
+    if (c->bf16_clock > 0.0 || c->fp8_clock > 0.0)
+        fprintf(R->out, "  median SM clock while timed: bf16 dense %.0f MHz, fp8 dense %.0f MHz\n", c->bf16_clock,
+                c->fp8_clock);
     if (c->bf16_burst > 0.0 || c->fp8_burst > 0.0)
         fprintf(R->out, "  as bursts after a second idle (not divided by): bf16 dense %.0f, fp8 dense %.0f TFLOP/s\n",
                 c->bf16_burst, c->fp8_burst);
     const char *whys[4] = {c->read_why, c->copy_why, c->bf16_why, c->fp8_why};
     for (int i = 0; i < 4; i++)
         if (whys[i][0]) fprintf(R->out, "  ceiling not measured: %s\n", whys[i]);
-    fprintf(R->out, "\n  %-14s %6s %-24s %-17s %11s %7s %8s %7s\n", "shape", "M", "scheme", "impl", "median_us", "TB/s",
-            "TFLOP/s", "floor");
+    if (R->clock_why[0]) fprintf(R->out, "  SM clock not sampled: %s\n", R->clock_why);
+    fprintf(R->out, "\n  %-14s %6s %-24s %-17s %11s %7s %8s %7s %9s\n", "shape", "M", "scheme", "impl", "median_us",
+            "TB/s", "TFLOP/s", "floor", "SM clock");
     FILE *f = R->json;
     if (!f) return;
     fputs("{\"type\":\"bench-gpu\",\"meta\":{\"tool\":\"moe-bench\",\"backend\":\"cuda-fast\",\"gpu\":", f);
@@ -122,6 +128,9 @@ void moe_bg_header(moe_bg_run *R, const moe_bg_cublas *cb)
     fputs(",\"cublas\":", f);
     if (cb->ok) json_str(f, cb->version);
     else fputs("null", f);
+    fputs(",\"clock\":", f);
+    if (R->clock_why[0]) fputs("null,\"clock_why\":", f), json_str(f, R->clock_why);
+    else fputs("\"nvml\"", f);
     fprintf(f, ",\"seed\":%llu,\"skew\":%d,\"reps\":%d,\"warmup\":%d,\"warm_ms\":%d,\"sets\":%d,\"peers\":\"%s\","
                "\"budget_s\":%g,\"check_rel_l2\":%g,\"ceilings\":{\"read_bytes\":%zu,\"copy_bytes\":%zu",
             (unsigned long long)o->seed, o->skew, o->reps, o->warmup, o->warmup > 0 ? o->warm_ms : 0, MOE_BG_SETS,
@@ -133,5 +142,7 @@ void moe_bg_header(moe_bg_run *R, const moe_bg_cublas *cb)
     ceil_json(f, "fp8_dense_tflops", c->fp8_tflops, c->fp8_why);
     json_num(f, "bf16_dense_burst_tflops", c->bf16_burst, c->bf16_burst > 0.0);
     json_num(f, "fp8_dense_burst_tflops", c->fp8_burst, c->fp8_burst > 0.0);
+    json_num(f, "bf16_dense_clock_mhz", c->bf16_clock, c->bf16_clock > 0.0);
+    json_num(f, "fp8_dense_clock_mhz", c->fp8_clock, c->fp8_clock > 0.0);
     fputs(",\"fp8_fast_accum\":true}},\"points\":[", f);
 }
