@@ -14,7 +14,7 @@
  * Each is the median of 10 timed runs after the points' warm-up by time
  * (warm_s, moe_bg_time: the sustained figure the points are divided by)
  * and 3 warm-ups; the dense peaks also after the 3 warm-ups alone (the
- * burst figure, reported beside: about 5-20% above the sustained one on a
+ * burst figure, reported beside: 10-18% above the sustained one on a
  * power-capped H200). */
 #include <stdio.h>
 #include <stdlib.h>
