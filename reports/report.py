@@ -902,17 +902,23 @@ def bench_gpu_view(doc, path):
     ceil = meta.get("ceilings") or {}
     src, why = ceil.get("from") or {}, ceil.get("why") or {}
     unit = {"read_tbs": "TB/s", "copy_tbs": "TB/s", "bf16_dense_tflops": "TFLOP/s", "fp8_dense_tflops": "TFLOP/s",
-            "bf16_dense_burst_tflops": "TFLOP/s", "fp8_dense_burst_tflops": "TFLOP/s"}
+            "bf16_dense_burst_tflops": "TFLOP/s", "fp8_dense_burst_tflops": "TFLOP/s",
+            "bf16_dense_clock_mhz": "MHz", "fp8_dense_clock_mhz": "MHz"}
     label = {"read_tbs": "read bandwidth (streaming kernel)", "copy_tbs": "copy bandwidth",
              "bf16_dense_tflops": "bf16 dense peak (best measured)",
              "fp8_dense_tflops": "fp8 dense peak (best measured)",
              "bf16_dense_burst_tflops": "bf16 dense peak as a burst (after a second idle; not divided by)",
-             "fp8_dense_burst_tflops": "fp8 dense peak as a burst (after a second idle; not divided by)"}
+             "fp8_dense_burst_tflops": "fp8 dense peak as a burst (after a second idle; not divided by)",
+             "bf16_dense_clock_mhz": "SM clock while the bf16 dense peak was timed (median)",
+             "fp8_dense_clock_mhz": "SM clock while the fp8 dense peak was timed (median)"}
     ceilings = [(label[k], f"{fmt_num(ceil[k], 4)} {unit[k]}" + (f" — {src[k]}" if src.get(k) else "")
                  if isinstance(ceil.get(k), (int, float)) else
                  "not measured" + (f" ({why[k]})" if why.get(k) else "")) for k in unit]
     info = [(k, fmt_meta(meta[k])) for k in ("gpu", "seed", "skew", "warm_ms") if k in meta]
-    info += [("source", f"{s.get('path')}: {s.get('tool')}, {s.get('points')} points")
+    info += [("source", f"{s.get('path')}: {s.get('tool')}, {s.get('points')} points"
+              + (f", warm-up {s['warm_ms']} ms a timing" if s.get("warm_ms") is not None else "")
+              + (", SM clock by NVML" if s.get("clock") else f", no SM clock ({s['clock_why']})" if s.get("clock_why")
+                 else ""))
              for s in meta.get("sources") or [] if isinstance(s, dict)]
     goals = [{"id": g.get("id", ""), "title": g.get("title", ""), "met": [goal_item_text(i) for i in g.get("met", [])],
               "missed": [goal_item_text(i) for i in g.get("missed", [])]}

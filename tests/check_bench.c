@@ -106,6 +106,8 @@ START_TEST(device_grid_usage_errors)
     HAS(err_buf, "not '2.5'");
     ck_assert_int_eq(bench("--backend cpu --warm-ms 100"), 2);
     HAS(err_buf, "--warm-ms applies to --backend cuda-fast only, not to 'cpu'");
+    ck_assert_int_eq(bench("--help"), 0);
+    HAS(out_buf, "--warm-ms 500"); /* the default, as both producers' */
     ck_assert_int_eq(bench("--backend cuda-fast --shape tiny --m 3 --warm-ms 0"), 0);
     HAS(out_buf, "backend cuda-fast: skipped (not built)");
     /* usage errors come before the availability check: nothing written */

@@ -468,6 +468,19 @@ START_TEST(bench_gpu_merge)
     ck_assert_msg(n1 == n2 && memcmp(got, want, n1) == 0,
                   "the merge differs from " FIX "bench_gpu_merged.json (regenerate it with bench_merge.py " GPU_INPUTS
                   " --out " FIX "bench_gpu_merged.json when the format changes)");
+    /* inputs without a burst figure (files from before it): no burst reading, rather than every point a miss */
+    {
+        char p[PATH_MAX + 64];
+        write_file("plain.json",
+                   "{\"type\": \"bench-gpu\", \"meta\": {\"ceilings\": {\"bf16_dense_tflops\": 700}}, \"points\": "
+                   "[{\"shape\": \"mixtral-8x7b\", \"M\": 4096, \"scheme\": \"bf16\", \"routing\": \"uniform\", "
+                   "\"impl\": \"cuda-fast\", \"status\": \"ok\", \"bytes\": 1, \"flops\": 2.8e12, "
+                   "\"median_us\": 5000}]}\n",
+                   p, sizeof p);
+        ck_assert_msg(merge(p, "merged-plain.json") == 0, "%s", err_text);
+        HAS(out_text, "goal prefill: M >= 4096: achieved TFLOP/s >= 0.70 of the dense peak: 1 met, 0 missed");
+        ck_assert_msg(strstr(out_text, "burst") == NULL, "a burst reading without a burst figure: %s", out_text);
+    }
     /* the GEMM-only measurement is faster than every layer in the fixture, and the atomic variant than
      * cuda-fast at one point: neither is ever a peer */
     LACKS(got, "\"best_peer\": \"cublas-gemm-only\"");
@@ -500,6 +513,8 @@ START_TEST(bench_gpu_merge_bad)
          "meta.ceilings.read_tbs must be a positive number or null"},
         {"bad-seed.json", "{\"type\": \"bench-gpu\", \"meta\": {\"seed\": 7}, \"points\": []}\n",
          "meta.seed differs between the inputs (1, 7)"},
+        {"bad-burst.json", "{\"type\": \"bench-gpu\", \"meta\": {\"ceilings\": {\"bf16_dense_burst_tflops\": -3}}, "
+         "\"points\": []}\n", "meta.ceilings.bf16_dense_burst_tflops must be a positive number or null"},
         {"bad-clock.json",
          "{\"type\": \"bench-gpu\", \"meta\": {}, \"points\": [{\"shape\": \"deepseek-v3\", \"M\": 1, "
          "\"scheme\": \"bf16\", \"routing\": \"uniform\", \"impl\": \"cuda-fast\", \"status\": \"ok\", "
@@ -571,6 +586,14 @@ START_TEST(torch_peer_warm)
     HAS(err_text, "--warm-ms must be milliseconds in [0, 10000], not 10001");
     ck_assert_int_eq(torch_peer("--warm-ms -5"), 2);
     HAS(err_text, "not -5");
+    /* its NVML clock without a usable device (no libnvidia-ml here, or a torch without CUDA): no clock, the
+     * reason kept, nothing raised */
+    ck_assert_int_eq(shf("python3 -c 'import sys, types; sys.path.insert(0, \"reports\"); import torch_peer; "
+                         "c = torch_peer.Clock(types.SimpleNamespace()); "
+                         "assert c.mhz() is None and c.fn is None and c.why, vars(c)' > '%s/stdout.txt' 2> "
+                         "'%s/stderr.txt'",
+                         outdir, outdir),
+                     0);
 }
 END_TEST
 
@@ -590,7 +613,9 @@ START_TEST(bench_gpu_section)
     HAS(sec, "4.6 TB/s — tests/report/bench_gpu_cuda.json (read_tbs)");
     HAS(sec, "782.9 TFLOP/s — tests/report/bench_gpu_torch.json (torch_bf16_dense_tflops)");
     HAS(sec, "820 TFLOP/s — tests/report/bench_gpu_torch.json (torch_bf16_dense_burst_tflops)");
-    HAS(sec, "warm_ms");
+    HAS(sec, "warm_ms</th><td>500");
+    HAS(sec, "warm-up 500 ms a timing, SM clock by NVML");
+    HAS(sec, "1485 MHz"); /* the clock the sustained bf16 peak was timed at */
     /* each point's median SM clock while timed, where its producer sampled one */
     HAS(sec, "SM clock 1455 MHz");
     HAS(sec, "SM clock 1980 MHz");

@@ -99,9 +99,10 @@ static int cmp_u(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* SM clock samples while the timed runs execute, at most one a millisecond */
+/* SM clock samples while the timed runs execute, at most one a millisecond
+ * (the 2 s budget's worth and the queue's tail fit) */
 typedef struct {
-    unsigned v[512];
+    unsigned v[4096];
     int n, on;
     struct timespec last;
 } clock_samples;
@@ -138,8 +139,8 @@ moe_status moe_bg_time(moe_bg_run_fn run, void *ctx, cudaStream_t s, double warm
         if ((e = cudaStreamSynchronize(s)) != cudaSuccess) st = moe_cu_fail(e, "bench: warm-up");
         if (since(&t0) >= warm_s) break;
     }
-    clock_samples cs;
-    cs.n = 0, cs.on = clock_mhz != NULL;
+    static clock_samples cs; /* 16 KB: one timing at a time (the bench's thread) */
+    cs.n = 0, cs.on = clock_mhz != NULL && moe_bg_clock_mhz() > 0;
     /* the budget's estimate: the last warm-up run, else the first timed one
      * (both use the first event pair) */
     for (int w = 0; !st && w < warmup; w++) {
@@ -157,12 +158,17 @@ moe_status moe_bg_time(moe_bg_run_fn run, void *ctx, cudaStream_t s, double warm
         clock_sample(&cs);
     }
     /* the runs still queued: sampled while they execute */
-    while (!st && cs.on && cudaEventQuery(ev[2 * n - 1]) == cudaErrorNotReady) {
+    while (!st && cs.on) {
+        const cudaError_t q = cudaEventQuery(ev[2 * n - 1]);
+        if (q == cudaSuccess) break;
+        if (q != cudaErrorNotReady) {
+            st = moe_cu_fail(q, "bench: the timed runs");
+            break;
+        }
         clock_sample(&cs);
         const struct timespec pause = {0, 200000};
         nanosleep(&pause, NULL);
     }
-    cudaGetLastError(); /* cudaEventQuery's not-ready is not an error of the run */
     for (int r = 0; !st && r < n; r++) st = elapsed(ev[2 * r], ev[2 * r + 1], &ms[r]);
     if (!st) {
         qsort(ms, (size_t)n, sizeof *ms, cmp_f);
@@ -428,12 +434,12 @@ void moe_bg_ceilings_measure(moe_bg_cublas *c, cudaStream_t s, double warm_s, mo
             if (moe_bg_fill_bf16((__nv_bfloat16 *)a, n * n, 0xB16A, 1.0f, s) ||
                 moe_bg_fill_bf16((__nv_bfloat16 *)b, n * n, 0xB16B, 1.0f, s) || measure_bf16(c, a, b, d, s, warm_s, o)) {
                 why_status(o->bf16_why, sizeof o->bf16_why);
-                o->bf16_4096 = o->bf16_8192 = o->bf16_tflops = o->bf16_burst = -1.0;
+                o->bf16_4096 = o->bf16_8192 = o->bf16_tflops = o->bf16_burst = o->bf16_clock = -1.0;
             }
         }
         if (c->lt_ok && measure_fp8(c, a, b, d, s, warm_s, o)) {
             why_status(o->fp8_why, sizeof o->fp8_why);
-            o->fp8_tflops = o->fp8_burst = -1.0;
+            o->fp8_tflops = o->fp8_burst = o->fp8_clock = -1.0;
         }
     }
     cudaFree(a), cudaFree(b), cudaFree(d);

@@ -69,12 +69,12 @@ moe_status moe_bg_cublas_fail(cublasStatus_t st, const char *what);
  * one). Median and min in microseconds, the timed count in *done.
  *
  * Why warm_s: the H200 holds its 700 W cap by lowering the SM clock within
- * milliseconds of a heavy kernel's start (clock event reason "SW power
- * cap"), from 1980 MHz to 1300-1600 under dense MMA work, and its clock and
- * temperature come back within about a second of idle. A short timing
- * window therefore measures whatever the previous second left: the same
- * forward took 5.19 ms alone and 5.8-6.4 ms right after the cuBLAS peer
- * (NOTES.md, "the sustained protocol"). warm_s = 0.5 s of the
+ * 0.1-0.2 s of a heavy kernel's start (clock event reason "SW power cap",
+ * sampled every 50 ms), from 1980 MHz to 1300-1600 under dense MMA work,
+ * and its clock and temperature come back within about a second of idle.
+ * A short timing window therefore measures whatever the previous second
+ * left: the same forward took 5.19 ms alone and 5.8-6.4 ms right after the
+ * cuBLAS peer (NOTES.md, "the one point behind"; the cause, v40). warm_s = 0.5 s of the
  * implementation's own runs puts every timing, ours, the peers' and the
  * dense ceilings', at its own sustained state. */
 typedef moe_status (*moe_bg_run_fn)(void *ctx, int rep, cudaStream_t s);

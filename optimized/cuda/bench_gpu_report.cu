@@ -108,12 +108,17 @@ void moe_bg_header(moe_bg_run *R, const moe_bg_cublas *cb)
     fprintf(R->out, "ceilings: read %s TB/s, copy %s TB/s, bf16 dense %s TFLOP/s (4096^3 %s, 8192^3 %s), fp8 dense %s "
                     "TFLOP/s, each after %d ms of its own runs\n", v[0], v[1], v[2], v[3], v[4], v[5],
             o->warmup > 0 ? o->warm_ms : 0);
-    if (c->bf16_clock > 0.0 || c->fp8_clock > 0.0)
-        fprintf(R->out, "  median SM clock while timed: bf16 dense %.0f MHz, fp8 dense %.0f MHz\n", c->bf16_clock,
-                c->fp8_clock);
-    if (c->bf16_burst > 0.0 || c->fp8_burst > 0.0)
-        fprintf(R->out, "  as bursts after a second idle (not divided by): bf16 dense %.0f, fp8 dense %.0f TFLOP/s\n",
-                c->bf16_burst, c->fp8_burst);
+    /* the clocks and bursts measured; one not measured prints n/a */
+    char b[4][32];
+    const double extra[4] = {c->bf16_clock, c->fp8_clock, c->bf16_burst, c->fp8_burst};
+    for (int i = 0; i < 4; i++)
+        if (extra[i] > 0.0) snprintf(b[i], sizeof b[i], "%.0f", extra[i]);
+        else snprintf(b[i], sizeof b[i], "n/a");
+    if (extra[0] > 0.0 || extra[1] > 0.0)
+        fprintf(R->out, "  median SM clock while timed: bf16 dense %s MHz, fp8 dense %s MHz\n", b[0], b[1]);
+    if (extra[2] > 0.0 || extra[3] > 0.0)
+        fprintf(R->out, "  as bursts after a second idle (not divided by): bf16 dense %s, fp8 dense %s TFLOP/s\n", b[2],
+                b[3]);
     const char *whys[4] = {c->read_why, c->copy_why, c->bf16_why, c->fp8_why};
     for (int i = 0; i < 4; i++)
         if (whys[i][0]) fprintf(R->out, "  ceiling not measured: %s\n", whys[i]);
