@@ -236,9 +236,9 @@ def merge(named):
         warnings.append("the inputs name different GPUs: " + "; ".join(gpus))
     warm = [doc["meta"].get("warm_ms") for _, doc in named]
     if len({json.dumps(w) for w in warm}) > 1:
-        warnings.append("the inputs were timed after different warm-ups by time (meta.warm_ms " +
-                        ", ".join(f"{path}: {w if w is not None else 'not recorded'}" for (path, _), w in zip(named, warm))
-                        + "): on a power-capped GPU their times start from different clocks")
+        each = ", ".join(f"{path}: {w if w is not None else 'not recorded'}" for (path, _), w in zip(named, warm))
+        warnings.append(f"the inputs were timed after different warm-ups by time (meta.warm_ms {each}): "
+                        "on a power-capped GPU their times start from different clocks")
     ceil = ceilings_of(named)
     if ceil["read_tbs"] is None:
         warnings.append("no read_tbs ceiling in any input: floors hold the compute term only")
@@ -332,9 +332,9 @@ def summarize(points, ceil):
     if ceil.get("bf16_dense_burst_tflops") or ceil.get("fp8_dense_burst_tflops"):
         # the same points held against the dense GEMMs' burst figure: what the share would read with a
         # peak timed at an idle GPU's clocks (only where an input measured one: inputs from before it have none)
-        goals.insert(2, goal("prefill-burst", f"prefill against the burst dense peak (timed after a second idle; a "
-                             f"reading, not the goal's): M >= {PREFILL_M}: achieved TFLOP/s >= {PREFILL_SHARE:.2f} of it",
-                             ours, lambda p: uniform(p) and p["M"] >= PREFILL_M,
+        title = (f"prefill against the burst dense peak (timed after a second idle; a reading, not the goal's): "
+                 f"M >= {PREFILL_M}: achieved TFLOP/s >= {PREFILL_SHARE:.2f} of it")
+        goals.insert(2, goal("prefill-burst", title, ours, lambda p: uniform(p) and p["M"] >= PREFILL_M,
                              lambda p: (burst_share(p, ceil), PREFILL_SHARE)))
     lines = [f"{OURS}: {len(ours)} points: {counts['ok']} ok, {counts['skipped']} skipped, {counts['failed']} failed; "
              + (f"faster than the best peer at {faster} of {len(sp)} points with a peer "

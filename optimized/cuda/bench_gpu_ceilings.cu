@@ -73,6 +73,13 @@ static int cmp_f(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* the median of v[0..n), sorted in place (n >= 1): the times and the clock samples */
+static double median_of(float *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_f);
+    return n % 2 ? v[n / 2] : 0.5 * ((double)v[n / 2 - 1] + v[n / 2]);
+}
+
 static moe_status record(cudaEvent_t e, cudaStream_t s)
 {
     MOE_CU(cudaEventRecord(e, s));
@@ -93,16 +100,10 @@ static double since(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
 }
 
-static int cmp_u(const void *a, const void *b)
-{
-    unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
-    return (x > y) - (x < y);
-}
-
 /* SM clock samples while the timed runs execute, at most one a millisecond
  * (the 2 s budget's worth and the queue's tail fit) */
 typedef struct {
-    unsigned v[4096];
+    float v[4096];
     int n, on;
     struct timespec last;
 } clock_samples;
@@ -111,7 +112,7 @@ static void clock_sample(clock_samples *c)
 {
     if (!c->on || c->n == (int)(sizeof c->v / sizeof c->v[0]) || (c->n && since(&c->last) < 1e-3)) return;
     const unsigned mhz = moe_bg_clock_mhz();
-    if (mhz) c->v[c->n++] = mhz;
+    if (mhz) c->v[c->n++] = (float)mhz;
     clock_gettime(CLOCK_MONOTONIC, &c->last);
 }
 
@@ -171,13 +172,9 @@ moe_status moe_bg_time(moe_bg_run_fn run, void *ctx, cudaStream_t s, double warm
     }
     for (int r = 0; !st && r < n; r++) st = elapsed(ev[2 * r], ev[2 * r + 1], &ms[r]);
     if (!st) {
-        qsort(ms, (size_t)n, sizeof *ms, cmp_f);
-        *median_us = 1e3 * (n % 2 ? ms[n / 2] : 0.5 * ((double)ms[n / 2 - 1] + ms[n / 2]));
-        *min_us = 1e3 * ms[0], *done = n;
-        if (clock_mhz) {
-            qsort(cs.v, (size_t)cs.n, sizeof cs.v[0], cmp_u);
-            *clock_mhz = cs.n ? (cs.n % 2 ? cs.v[cs.n / 2] : 0.5 * ((double)cs.v[cs.n / 2 - 1] + cs.v[cs.n / 2])) : -1.0;
-        }
+        *median_us = 1e3 * median_of(ms, n);
+        *min_us = 1e3 * ms[0], *done = n; /* ms is sorted now */
+        if (clock_mhz) *clock_mhz = cs.n ? median_of(cs.v, cs.n) : -1.0;
     }
     for (int r = 0; r < made; r++) cudaEventDestroy(ev[r]);
     free(ev), free(ms);
@@ -336,7 +333,8 @@ static moe_status measure_bf16(const moe_bg_cublas *c, void *a, void *b, void *d
         if (st) return st;
         if (flops / med * 1e-6 > o->bf16_burst) o->bf16_burst = flops / med * 1e-6;
         double mhz;
-        if ((st = moe_bg_time(bf16_run, &g, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done, &mhz))) return st;
+        st = moe_bg_time(bf16_run, &g, s, warm_s, CEIL_WARMUP, CEIL_REPS, 30.0, &med, &mn, &done, &mhz);
+        if (st) return st;
         double tf = flops / med * 1e-6;
         if (i == 0) o->bf16_4096 = tf;
         else o->bf16_8192 = tf;
@@ -432,7 +430,8 @@ void moe_bg_ceilings_measure(moe_bg_cublas *c, cudaStream_t s, double warm_s, mo
         if (c->ok) {
             o->bf16_tflops = o->bf16_burst = 0.0;
             if (moe_bg_fill_bf16((__nv_bfloat16 *)a, n * n, 0xB16A, 1.0f, s) ||
-                moe_bg_fill_bf16((__nv_bfloat16 *)b, n * n, 0xB16B, 1.0f, s) || measure_bf16(c, a, b, d, s, warm_s, o)) {
+                moe_bg_fill_bf16((__nv_bfloat16 *)b, n * n, 0xB16B, 1.0f, s) ||
+                measure_bf16(c, a, b, d, s, warm_s, o)) {
                 why_status(o->bf16_why, sizeof o->bf16_why);
                 o->bf16_4096 = o->bf16_8192 = o->bf16_tflops = o->bf16_burst = o->bf16_clock = -1.0;
             }
