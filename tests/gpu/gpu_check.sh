@@ -9,7 +9,9 @@
 #   sweep-standard.jsonl  moe-sweep --tier standard (cuda-conform, cuda-atomic, cuda-fast)
 #   bench-stages.tgz      moe-bench: cuda-conform per-stage times at M = 4096, one JSON per pair
 # (few files: a GPU lease returns at most eight). STEPS selects steps
-# (default: suites golden quick standard bench); the step "sanitize" (or
+# (default: suites golden quick standard bench); CASES selects
+# check_gpu_fast's tcases (default: every one its source registers, one
+# step each); the step "sanitize" (or
 # SANITIZE=1) runs compute-sanitizer (SAN_TOOLS, default memcheck,
 # racecheck, initcheck, synccheck) over the GPU suites in small mode
 # (MOE_GPU_SMALL=1), SAN_JOBS at a time. Exit status: 1 when any
@@ -76,7 +78,11 @@ for s in $STEPS; do
             [ -x "$t" ] || continue
             case $(basename "$t") in
             check_gpu_fast)
-                for c in fast q8 encode slot persistent tma stagewise; do
+                # every tcase the suite registers (its source's gpu_tcase
+                # calls; a fixed list drifted: gemv and w4wg ran only by
+                # hand), or CASES
+                cases=${CASES:-$(sed -n 's/.*gpu_tcase(s, "\([a-z0-9_]*\)".*/\1/p' tests/gpu/check_gpu_fast.cu 2>/dev/null)}
+                for c in ${cases:-fast q8 encode slot gemv persistent w4wg tma stagewise}; do
                     step "suite check_gpu_fast ($c)" env CK_RUN_CASE=$c "$t"
                 done ;;
             *) step "suite $(basename "$t")" "$t" ;;
