@@ -497,8 +497,10 @@ template <class T, int QS, int GR> struct gv {
         lc.dynamicSmemBytes = smem1(io.kind, g1.K);
         ce = cudaLaunchKernelEx(&lc, gemv1_kernel<T, QS, GR>, g1, io);
         if (ce != cudaSuccess) return ce;
-        /* GEMV2: a slot's parts of K, at most GV_MAXW warps a CTA */
-        const int ks = parts_for(g2.K, elem_bytes(io.kind), GV_MAXW / g2.topk);
+        /* GEMV2: a slot's parts of K, at most GV_MAXW warps a CTA; one part a slot (one warp over all of K) for
+         * e4m3 per tensor / per channel and int8, where it measured faster (NOTES.md v43, Qwen3-30B-A3B M = 1, two
+         * rounds: 0.4-0.8 us; the block scheme 2 us and bf16 1 us slower with it) */
+        const int ks = parts_for(g2.K, elem_bytes(io.kind), io.kind == GV_FP8 || io.kind == GV_I8 ? 1 : GV_MAXW / g2.topk);
         cudaLaunchAttribute at;
         at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
         lc.gridDim = dim3((g2.N + 15) / 16), lc.blockDim = dim3(32 * g2.topk * ks), lc.dynamicSmemBytes = smem2(io.kind, g2.topk, g2.K);

@@ -1930,7 +1930,7 @@ END_TEST
 /* M = 1 on the matrix-vector kernels (fast.h plan.gemv, fast_gemv.cu), judged stage by stage as the
  * tiles are (x's and h's codes and scales EXACT, h and y BOUNDED with the mma.sync model, the combine
  * EXACT; the atomic variant's out BOUNDED), both combines, on cases that reach each of its branches: top-k 8
- * (Qwen3-30B-A3B's H and I; one warp a slot in GEMV2), 2 and 3 (GEMV2 splits K into parts), 1, a swigluoai
+ * (Qwen3-30B-A3B's H and I; one warp a slot in GEMV2), 2 and 3 (bf16 and the block scheme: GEMV2 splits K into parts), 1, a swigluoai
  * and a gelu case, rows that end inside a 128-byte chunk (gpt-oss-120b's 2880 in 8-bit, H 1000 in bf16),
  * and 9 / 11 128-groups (the block scheme). Then, deterministic and not per tensor (whose h scale spans the
  * slots), slot 1's expert outside [0, E): its row -1, the other slots' h rows the same bits as before, and
@@ -1941,6 +1941,12 @@ static const moe_scheme GV_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WTENSOR_
 START_TEST(gemv_within_bounds)
 {
     const moe_scheme sc = GV_SCHEMES[_i];
+    /* MOE_GPU_GEMV_SCHEMES=name,...: only those schemes' iterations (a short device run), the others say so */
+    const char *only = getenv("MOE_GPU_GEMV_SCHEMES");
+    if (only && !strstr(only, moe_scheme_name(sc))) {
+        printf("gemv %s: not in MOE_GPU_GEMV_SCHEMES, not run\n", moe_scheme_name(sc));
+        return;
+    }
     const int w16 = sc == MOE_SCHEME_BF16, blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
     static const fcase cases[] = {
         {1, 16, 8, 2048, 768, MOE_ACT_SILU, 16},   {1, 8, 2, 256, 384, MOE_ACT_SWIGLUOAI, 16},
