@@ -74,8 +74,10 @@ for s in $STEPS; do
     suites)
         # check_gpu_fast's tcases one step each: together they take longer
         # than one STEP_TIMEOUT (the stagewise judge's host reference)
+        ran=0
         for t in "$BUILD"/tests/gpu/check_gpu_*; do
             [ -x "$t" ] || continue
+            ran=$((ran + 1))
             case $(basename "$t") in
             check_gpu_fast)
                 # every tcase the suite registers (its source's gpu_tcase
@@ -87,7 +89,13 @@ for s in $STEPS; do
                 done ;;
             *) step "suite $(basename "$t")" "$t" ;;
             esac
-        done ;;
+        done
+        # no suite binary is a failure, not a pass (make all builds them
+        # where nvcc is; tests/check_gpu_script.c)
+        if [ $ran -eq 0 ]; then
+            echo "suites: no GPU suite binary in $BUILD/tests/gpu" | tee -a "$LOG" "$SUM"
+            fail=1
+        fi ;;
     golden)
         step golden "$BUILD/moe-golden" verify --backend cuda-conform,cuda-atomic,cuda-fast --json "$OUT/golden.json" ;;
     quick)

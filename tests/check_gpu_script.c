@@ -1,0 +1,143 @@
+/* The GPU check script (tests/gpu/gpu_check.sh, make gpu-check) on a
+ * machine without a GPU, with stand-in suite binaries: its suites step runs
+ * one step per tcase that check_gpu_fast's source registers (a fixed list
+ * had drifted: the gemv and w4wg tcases never ran in make gpu-check), CASES
+ * selects them, and no suite binary at all is a failure rather than a pass.
+ * The tcase names are read here from the source independently of the
+ * script's sed. Runs from the repository root, as make check does. */
+#include <check.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HAS(buf, s) ck_assert_msg(strstr(buf, s) != NULL, "'%s' not in: %.2000s", s, buf)
+
+static char tmp[PATH_MAX - 64];
+
+static int shf(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    ck_assert_msg(n > 0 && (size_t)n < sizeof cmd, "command line too long");
+    const int st = system(cmd);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void slurp(const char *path, char *dst, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(dst, 1, cap - 1, f) : 0;
+    dst[n] = '\0';
+    if (f) fclose(f);
+}
+
+/* the tcase names of check_gpu_fast.cu's gpu_tcase(s, "name", ...) calls, space-separated */
+static int source_tcases(char *names, size_t cap)
+{
+    static char src[1 << 18];
+    slurp("tests/gpu/check_gpu_fast.cu", src, sizeof src);
+    ck_assert_msg(src[0], "tests/gpu/check_gpu_fast.cu not readable from %s", getcwd(NULL, 0));
+    int n = 0;
+    names[0] = '\0';
+    for (const char *p = strstr(src, "gpu_tcase(s, \""); p; p = strstr(p + 1, "gpu_tcase(s, \"")) {
+        const char *b = p + strlen("gpu_tcase(s, \""), *e = strchr(b, '"');
+        ck_assert_ptr_nonnull(e);
+        const size_t len = strlen(names);
+        ck_assert(len + (size_t)(e - b) + 2 < cap);
+        snprintf(names + len, cap - len, "%.*s ", (int)(e - b), b);
+        n++;
+    }
+    return n;
+}
+
+/* a build directory whose tests/gpu/check_gpu_fast only records CK_RUN_CASE in DIR/ran.txt */
+static void stand_in(const char *dir)
+{
+    ck_assert_int_eq(shf("mkdir -p '%s/tests/gpu' && printf '#!/bin/sh\\necho \"$CK_RUN_CASE\" >> \"%s/ran.txt\"\\n' "
+                         "> '%s/tests/gpu/check_gpu_fast' && chmod +x '%s/tests/gpu/check_gpu_fast'",
+                         dir, dir, dir, dir),
+                     0);
+}
+
+START_TEST(no_suite_binary_fails)
+{
+    char sum[4096], path[PATH_MAX + 32];
+    const int rc = shf("BUILD='%s/empty' OUT='%s/o1' STEPS=suites sh tests/gpu/gpu_check.sh > /dev/null 2>&1", tmp, tmp);
+    ck_assert_int_eq(rc, 1);
+    snprintf(path, sizeof path, "%s/o1/summary.txt", tmp);
+    slurp(path, sum, sizeof sum);
+    HAS(sum, "no GPU suite binary");
+    HAS(sum, "gpu-check: FAILED");
+}
+END_TEST
+
+START_TEST(every_registered_tcase_runs)
+{
+    char names[1024], ran[4096], sum[8192], dir[PATH_MAX], path[PATH_MAX + 32];
+    const int n = source_tcases(names, sizeof names);
+    ck_assert_int_ge(n, 9);
+    HAS(names, "gemv ");
+    HAS(names, "w4wg ");
+    snprintf(dir, sizeof dir, "%s/b", tmp);
+    stand_in(dir);
+    ck_assert_int_eq(shf("BUILD='%s' OUT='%s/o2' STEPS=suites sh tests/gpu/gpu_check.sh > /dev/null 2>&1", dir, tmp), 0);
+    snprintf(path, sizeof path, "%s/ran.txt", dir);
+    slurp(path, ran, sizeof ran);
+    snprintf(path, sizeof path, "%s/o2/summary.txt", tmp);
+    slurp(path, sum, sizeof sum);
+    int lines = 0;
+    for (const char *p = ran; (p = strchr(p, '\n')); p++) lines++;
+    ck_assert_int_eq(lines, n);
+    for (char *save = NULL, *t = strtok_r(names, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        char want[128];
+        snprintf(want, sizeof want, "%s\n", t);
+        HAS(ran, want);
+        snprintf(want, sizeof want, "suite check_gpu_fast (%s): exit 0", t);
+        HAS(sum, want);
+    }
+}
+END_TEST
+
+START_TEST(cases_selects)
+{
+    char ran[1024], dir[PATH_MAX], path[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/c", tmp);
+    stand_in(dir);
+    ck_assert_int_eq(
+        shf("BUILD='%s' OUT='%s/o3' STEPS=suites CASES='slot gemv' sh tests/gpu/gpu_check.sh > /dev/null 2>&1", dir, tmp), 0);
+    snprintf(path, sizeof path, "%s/ran.txt", dir);
+    slurp(path, ran, sizeof ran);
+    ck_assert_str_eq(ran, "slot\ngemv\n");
+}
+END_TEST
+
+int main(void)
+{
+    snprintf(tmp, sizeof tmp, "%s/moe-gpu-script-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    Suite *s = suite_create("gpu_script");
+    TCase *tc = tcase_create("gpu_check.sh");
+    tcase_add_test(tc, no_suite_binary_fails);
+    tcase_add_test(tc, every_registered_tcase_runs);
+    tcase_add_test(tc, cases_selects);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    char rm[PATH_MAX + 16];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", tmp);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    return failed ? 1 : 0;
+}
