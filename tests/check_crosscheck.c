@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "test_shell.h"
 
 /* 246 of the 295 cases are covered (every layout, routing, quantize,
  * dequantize and activation case, 7 forward cases, and every permute_rows,
@@ -29,18 +30,6 @@
 
 static char tmpdir[256]; /* mkdtemp under /tmp: short, so derived paths fit */
 static char out_text[1 << 18];
-
-static int shf(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(n > 0 && (size_t)n < sizeof cmd, "command line too long");
-    int st = system(cmd);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* Runs the script with args; stdout+stderr land in out_text. */
 static int run_xcheck(const char *args)

@@ -2,48 +2,28 @@
  * machine without a GPU, with stand-in suite binaries: its suites step runs
  * one step per tcase that check_gpu_fast's source registers (a fixed list
  * had drifted: the gemv and w4wg tcases never ran in make gpu-check), CASES
- * selects them, and no suite binary at all is a failure rather than a pass.
+ * selects them (an entry that names no tcase fails), and no suite binary at
+ * all is a failure rather than a pass.
  * The tcase names are read here from the source independently of the
  * script's sed. Runs from the repository root, as make check does. */
 #include <check.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
+#include "test_shell.h"
 
 #define HAS(buf, s) ck_assert_msg(strstr(buf, s) != NULL, "'%s' not in: %.2000s", s, buf)
 
 static char tmp[PATH_MAX - 64];
 
-static int shf(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    const int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(n > 0 && (size_t)n < sizeof cmd, "command line too long");
-    const int st = system(cmd);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static void slurp(const char *path, char *dst, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(dst, 1, cap - 1, f) : 0;
-    dst[n] = '\0';
-    if (f) fclose(f);
-}
-
 /* the tcase names of check_gpu_fast.cu's gpu_tcase(s, "name", ...) calls, space-separated */
 static int source_tcases(char *names, size_t cap)
 {
     static char src[1 << 18];
-    slurp("tests/gpu/check_gpu_fast.cu", src, sizeof src);
+    slurp_into("tests/gpu/check_gpu_fast.cu", src, sizeof src);
     ck_assert_msg(src[0], "tests/gpu/check_gpu_fast.cu not readable from %s", getcwd(NULL, 0));
     int n = 0;
     names[0] = '\0';
@@ -73,7 +53,7 @@ START_TEST(no_suite_binary_fails)
     const int rc = shf("BUILD='%s/empty' OUT='%s/o1' STEPS=suites sh tests/gpu/gpu_check.sh > /dev/null 2>&1", tmp, tmp);
     ck_assert_int_eq(rc, 1);
     snprintf(path, sizeof path, "%s/o1/summary.txt", tmp);
-    slurp(path, sum, sizeof sum);
+    slurp_into(path, sum, sizeof sum);
     HAS(sum, "no GPU suite binary");
     HAS(sum, "gpu-check: FAILED");
 }
@@ -90,9 +70,9 @@ START_TEST(every_registered_tcase_runs)
     stand_in(dir);
     ck_assert_int_eq(shf("BUILD='%s' OUT='%s/o2' STEPS=suites sh tests/gpu/gpu_check.sh > /dev/null 2>&1", dir, tmp), 0);
     snprintf(path, sizeof path, "%s/ran.txt", dir);
-    slurp(path, ran, sizeof ran);
+    slurp_into(path, ran, sizeof ran);
     snprintf(path, sizeof path, "%s/o2/summary.txt", tmp);
-    slurp(path, sum, sizeof sum);
+    slurp_into(path, sum, sizeof sum);
     int lines = 0;
     for (const char *p = ran; (p = strchr(p, '\n')); p++) lines++;
     ck_assert_int_eq(lines, n);
@@ -106,16 +86,38 @@ START_TEST(every_registered_tcase_runs)
 }
 END_TEST
 
+/* the suites step with CASES over a stand-in build TMP/SUB (output in TMP/SUB-out): its exit status, the
+ * tcases the stand-in ran in ran (one a line) and the summary in sum */
+static int run_cases(const char *sub, const char *cases, char *ran, size_t rcap, char *sum, size_t scap)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, sub);
+    stand_in(dir);
+    const int rc = shf("BUILD='%s' OUT='%s-out' STEPS=suites CASES='%s' sh tests/gpu/gpu_check.sh > /dev/null 2>&1",
+                       dir, dir, cases);
+    snprintf(path, sizeof path, "%s/ran.txt", dir);
+    slurp_into(path, ran, rcap);
+    snprintf(path, sizeof path, "%s-out/summary.txt", dir);
+    slurp_into(path, sum, scap);
+    return rc;
+}
+
 START_TEST(cases_selects)
 {
-    char ran[1024], dir[PATH_MAX], path[PATH_MAX + 32];
-    snprintf(dir, sizeof dir, "%s/c", tmp);
-    stand_in(dir);
-    ck_assert_int_eq(
-        shf("BUILD='%s' OUT='%s/o3' STEPS=suites CASES='slot gemv' sh tests/gpu/gpu_check.sh > /dev/null 2>&1", dir, tmp), 0);
-    snprintf(path, sizeof path, "%s/ran.txt", dir);
-    slurp(path, ran, sizeof ran);
+    char ran[1024], sum[4096];
+    ck_assert_int_eq(run_cases("c", "slot gemv", ran, sizeof ran, sum, sizeof sum), 0);
     ck_assert_str_eq(ran, "slot\ngemv\n");
+}
+END_TEST
+
+/* a CASES entry the suite does not register (Check would run nothing and exit 0) fails, naming it */
+START_TEST(unknown_case_fails)
+{
+    char ran[1024], sum[4096];
+    ck_assert_int_eq(run_cases("d", "slot gemw", ran, sizeof ran, sum, sizeof sum), 1);
+    ck_assert_str_eq(ran, "slot\n");
+    HAS(sum, "suite check_gpu_fast (gemw): CASES names no tcase of the suite");
+    HAS(sum, "gpu-check: FAILED");
 }
 END_TEST
 
@@ -131,6 +133,7 @@ int main(void)
     tcase_add_test(tc, no_suite_binary_fails);
     tcase_add_test(tc, every_registered_tcase_runs);
     tcase_add_test(tc, cases_selects);
+    tcase_add_test(tc, unknown_case_fails);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

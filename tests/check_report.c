@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "test_shell.h"
 
 #define HAS(buf, s) ck_assert_msg(strstr(buf, s) != NULL, "'%s' not in: %.2000s", s, buf)
 #define LACKS(buf, s) ck_assert_msg(strstr(buf, s) == NULL, "'%s' unexpectedly in the output", s)
@@ -38,48 +39,6 @@ static char outdir[PATH_MAX];
 static char no_python[256], no_chromium[256];   /* set by main(): what is not installed */
 static char out_text[1 << 16], err_text[1 << 16];
 static const char *py_env = "";   /* environment assignments before python3 */
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap + 1);
-    while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            char *bigger = realloc(buf, 2 * cap + 1);
-            if (!bigger) { free(buf); buf = NULL; break; }
-            buf = bigger;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
-}
-
-static void slurp_into(const char *path, char *dst, size_t cap)
-{
-    char *s = slurp(path, NULL);
-    snprintf(dst, cap, "%s", s ? s : "");
-    free(s);
-}
-
-/* system() on a formatted command line; the exit status, or -1 on a signal. */
-static int shf(const char *fmt, ...)
-{
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    ck_assert_msg(n > 0 && (size_t)n < sizeof cmd, "command line too long");
-    int st = system(cmd);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 
 static void out_path(char *dst, size_t n, const char *name)
 {

@@ -1941,11 +1941,24 @@ static const moe_scheme GV_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WTENSOR_
 START_TEST(gemv_within_bounds)
 {
     const moe_scheme sc = GV_SCHEMES[_i];
-    /* MOE_GPU_GEMV_SCHEMES=name,...: only those schemes' iterations (a short device run), the others say so */
+    /* MOE_GPU_GEMV_SCHEMES=name,...: only those schemes' iterations (a short device run), the others say so;
+     * every entry must name one of GV_SCHEMES, so a misspelt list fails rather than running nothing */
     const char *only = getenv("MOE_GPU_GEMV_SCHEMES");
-    if (only && !strstr(only, moe_scheme_name(sc))) {
-        printf("gemv %s: not in MOE_GPU_GEMV_SCHEMES, not run\n", moe_scheme_name(sc));
-        return;
+    if (only) {
+        char list[256];
+        int mine = 0;
+        snprintf(list, sizeof list, "%s", only);
+        for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int known = 0;
+            for (size_t k = 0; k < sizeof GV_SCHEMES / sizeof GV_SCHEMES[0]; k++)
+                known |= !strcmp(t, moe_scheme_name(GV_SCHEMES[k]));
+            ck_assert_msg(known, "MOE_GPU_GEMV_SCHEMES: '%s' is none of the gemv tcase's schemes", t);
+            mine |= !strcmp(t, moe_scheme_name(sc));
+        }
+        if (!mine) {
+            printf("gemv %s: not in MOE_GPU_GEMV_SCHEMES, not run\n", moe_scheme_name(sc));
+            return;
+        }
     }
     const int w16 = sc == MOE_SCHEME_BF16, blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
     static const fcase cases[] = {

@@ -11,7 +11,7 @@
 # (few files: a GPU lease returns at most eight). STEPS selects steps
 # (default: suites golden quick standard bench); CASES selects
 # check_gpu_fast's tcases (default: every one its source registers, one
-# step each); the step "sanitize" (or
+# step each; an entry naming none fails); the step "sanitize" (or
 # SANITIZE=1) runs compute-sanitizer (SAN_TOOLS, default memcheck,
 # racecheck, initcheck, synccheck) over the GPU suites in small mode
 # (MOE_GPU_SMALL=1), SAN_JOBS at a time. Exit status: 1 when any
@@ -83,9 +83,17 @@ for s in $STEPS; do
                 # every tcase the suite registers (its source's gpu_tcase
                 # calls; a fixed list drifted: gemv and w4wg ran only by
                 # hand), or CASES
-                cases=${CASES:-$(sed -n 's/.*gpu_tcase(s, "\([a-z0-9_]*\)".*/\1/p' tests/gpu/check_gpu_fast.cu 2>/dev/null)}
-                for c in ${cases:-fast q8 encode slot gemv persistent w4wg tma stagewise}; do
-                    step "suite check_gpu_fast ($c)" env CK_RUN_CASE=$c "$t"
+                known=$(sed -n 's/.*gpu_tcase(s, "\([a-z0-9_]*\)".*/\1/p' tests/gpu/check_gpu_fast.cu 2>/dev/null)
+                known=${known:-fast q8 encode slot gemv persistent w4wg tma stagewise}
+                for c in ${CASES:-$known}; do
+                    # Check runs nothing, and exits 0, for a tcase it does
+                    # not have: a misspelt CASES entry fails here instead
+                    case " $(echo $known) " in
+                    *" $c "*) step "suite check_gpu_fast ($c)" env CK_RUN_CASE=$c "$t" ;;
+                    *) echo "suite check_gpu_fast ($c): CASES names no tcase of the suite ($(echo $known))" |
+                         tee -a "$LOG" "$SUM"
+                       fail=1 ;;
+                    esac
                 done ;;
             *) step "suite $(basename "$t")" "$t" ;;
             esac
