@@ -11,12 +11,15 @@
  * A PF that accepts only listed hidden sizes (DeepEP-LL) runs at the
  * smallest listed size >= the shape's H, so it runs instead of only being
  * refused (its refusal at other sizes is tested by check_compat).
- * Tokens per rank rotate over 1..16 and non-powers of two. */
+ * Tokens per rank rotate over 1..16 and non-powers of two. A single-rank
+ * cell whose pair a backend has a fused path for (include/moe/fused_run.h)
+ * is also run at FUSED_M tokens, in every tier. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "moe/compat.h"
+#include "moe/fused_run.h"
 #include "moe/shapes.h"
 #include "moe/sweep.h"
 
@@ -55,6 +58,14 @@ static void load_models(void)
 
 static const int M_ROT[] = {1, 3, 5, 7, 16, 2, 11, 4, 13, 8};
 static const int K_ALL[] = {1, 2, 3, 6, 8};
+/* A fused path picks its kernels by tokens and slots an expert (cuda-fast:
+ * optimized/cuda/fast.cu fx_plan_make), which the rotation above never
+ * takes past 16 tokens, so its cells ran one form only (the 16-row tiles).
+ * These token counts reach the others at the CPU tiers' sizes: 1 the
+ * one-token matrix-vector kernels, 64 (8-24 slots an expert at E 8) the
+ * swapped and persistent decode tiles, 256 (32-96) the 64- and 128-row
+ * tiles; the record's reason names the plan that ran. */
+static const int FUSED_M[] = {1, 64, 256};
 static const moe_act ACT_ROT[] = {MOE_ACT_SILU,        MOE_ACT_GELU,       MOE_ACT_SWIGLUOAI, MOE_ACT_SILU,
                                   MOE_ACT_GELU_TANH,   MOE_ACT_RELU2,      MOE_ACT_SILU,      MOE_ACT_SWIGLU_CLAMP,
                                   MOE_ACT_SILU_NOMUL,  MOE_ACT_SILU,       MOE_ACT_GELU_NOMUL, MOE_ACT_IDENTITY};
@@ -81,6 +92,16 @@ static moe_status push(case_list *l, const moe_sweep_case *c)
     }
     l->v[l->n++] = *c;
     return MOE_OK;
+}
+
+/* 1 where some backend has a fused path for the pair (pf, experts) */
+static int fused_pair(const char *pf, const char *experts)
+{
+    for (int i = 0; i < moe_fused_path_count(); i++) {
+        const moe_fused_path *fp = moe_fused_path_get(i);
+        if (!strcmp(fp->pf, pf) && !strcmp(fp->experts, experts)) return 1;
+    }
+    return 0;
 }
 
 static int pf_hidden(const moe_pf_info *pf, int H)
@@ -136,6 +157,12 @@ static moe_status add_shape(case_list *l, const shape_row *s, moe_sweep_tier tie
                         c.shape = s->name, c.seed = seed;
                         if ((st = push(l, &c))) return st;
                         (*rot)++;
+                        /* the fused M points, beside their cell (same weights), the rotation untouched */
+                        for (int fm = 0; c.world == 1 && fm < NELEM(FUSED_M) && fused_pair(c.pf, c.experts); fm++) {
+                            moe_sweep_case f = c;
+                            f.M = FUSED_M[fm];
+                            if (f.M != c.M && (st = push(l, &f))) return st;
+                        }
                     }
                 }
             }

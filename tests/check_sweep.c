@@ -287,6 +287,50 @@ static int fused_records(const moe_sweep_case *c, const moe_sweep_options *o, in
     return n;
 }
 
+/* Every single-rank cell of a pair with a fused path is also enumerated at
+ * 1, 64 and 256 tokens (the fused path's matrix-vector, decode and
+ * 64 / 128-row forms; combos/sweep_cases.c FUSED_M), with the cell's
+ * scheme, top-k and activation; the other pairs' cells keep the rotation
+ * (none at 64 or 256 tokens). */
+static int fused_pair_of(const moe_sweep_case *c)
+{
+    for (int i = 0; i < moe_fused_path_count(); i++)
+        if (!strcmp(moe_fused_path_get(i)->pf, c->pf) && !strcmp(moe_fused_path_get(i)->experts, c->experts)) return 1;
+    return 0;
+}
+
+START_TEST(fused_pairs_run_at_the_fused_token_counts)
+{
+    static const int want[] = {1, 64, 256};
+    for (int tier = MOE_TIER_QUICK; tier <= MOE_TIER_STANDARD; tier++) {
+        moe_sweep_case *cs;
+        int n, cells = 0;
+        ck_assert_int_eq(moe_sweep_enumerate((moe_sweep_tier)tier, 7, &cs, &n), MOE_OK);
+        for (int i = 0; i < n; i++) {
+            const moe_sweep_case *c = &cs[i];
+            if (!fused_pair_of(c) || c->world != 1) {
+                ck_assert_msg(c->M <= 16, "%s cell %s/%s at M %d outside the rotation", moe_sweep_tier_name(tier),
+                              c->pf, c->experts, c->M);
+                continue;
+            }
+            if (c->M == 1 || c->M == 64 || c->M == 256) continue;
+            cells++;
+            for (int w = 0; w < 3; w++) {
+                int found = 0;
+                for (int j = 0; j < n && !found; j++)
+                    found = !strcmp(cs[j].pf, c->pf) && !strcmp(cs[j].experts, c->experts) && cs[j].world == 1 &&
+                            cs[j].scheme == c->scheme && cs[j].act == c->act && cs[j].k == c->k &&
+                            cs[j].H == c->H && cs[j].I == c->I && cs[j].E == c->E && cs[j].M == want[w];
+                ck_assert_msg(found, "%s tier: %s/%s %s k %d H %d lacks its M = %d case", moe_sweep_tier_name(tier),
+                              c->pf, c->experts, moe_scheme_name(c->scheme), c->k, c->H, want[w]);
+            }
+        }
+        ck_assert_int_ge(cells, MOE_SCHEME_COUNT); /* a cell a scheme at least (quick: one shape) */
+        free(cs);
+    }
+}
+END_TEST
+
 START_TEST(fused_records_judge_the_path)
 {
     moe_sweep_options o = {{"ref"}, 1, &moe_ops_ref, "cuda-fast", ref_runner};
@@ -426,6 +470,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(tc, stagewise_e2e_for_reordering_backends);
     tcase_add_test(tc, incompatible_refused_with_rules);
     tcase_add_test(tc, fused_records_judge_the_path);
+    tcase_add_test(tc, fused_pairs_run_at_the_fused_token_counts);
     tcase_add_test(tc, cli_usage);
     suite_add_tcase(s, tc);
     return s;
