@@ -63,9 +63,10 @@ static const int K_ALL[] = {1, 2, 3, 6, 8};
  * takes past 16 tokens, so its cells ran one form only (the 16-row tiles).
  * These token counts reach the others at the CPU tiers' sizes: 1 the
  * one-token matrix-vector kernels, 64 (8-24 slots an expert at E 8) the
- * swapped and persistent decode tiles, 256 (32-96) the 64- and 128-row
- * tiles; the record's reason names the plan that ran. */
-static const int FUSED_M[] = {1, 64, 256};
+ * swapped and persistent decode tiles, 256 (32-96) the 64-row tiles, 512
+ * (64-192) the persistent 128-row ones; the record's reason names the plan
+ * that ran. */
+static const int FUSED_M[] = {1, 64, 256, 512};
 static const moe_act ACT_ROT[] = {MOE_ACT_SILU,        MOE_ACT_GELU,       MOE_ACT_SWIGLUOAI, MOE_ACT_SILU,
                                   MOE_ACT_GELU_TANH,   MOE_ACT_RELU2,      MOE_ACT_SILU,      MOE_ACT_SWIGLU_CLAMP,
                                   MOE_ACT_SILU_NOMUL,  MOE_ACT_SILU,       MOE_ACT_GELU_NOMUL, MOE_ACT_IDENTITY};

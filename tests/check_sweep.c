@@ -288,10 +288,10 @@ static int fused_records(const moe_sweep_case *c, const moe_sweep_options *o, in
 }
 
 /* Every single-rank cell of a pair with a fused path is also enumerated at
- * 1, 64 and 256 tokens (the fused path's matrix-vector, decode and
- * 64 / 128-row forms; combos/sweep_cases.c FUSED_M), with the cell's
+ * 1, 64, 256 and 512 tokens (the fused path's matrix-vector, decode, 64-
+ * and 128-row forms; combos/sweep_cases.c FUSED_M), with the cell's
  * scheme, top-k and activation; the other pairs' cells keep the rotation
- * (none at 64 or 256 tokens). */
+ * (none past 16 tokens). */
 static int fused_pair_of(const moe_sweep_case *c)
 {
     for (int i = 0; i < moe_fused_path_count(); i++)
@@ -301,7 +301,7 @@ static int fused_pair_of(const moe_sweep_case *c)
 
 START_TEST(fused_pairs_run_at_the_fused_token_counts)
 {
-    static const int want[] = {1, 64, 256};
+    static const int want[] = {1, 64, 256, 512};
     for (int tier = MOE_TIER_QUICK; tier <= MOE_TIER_STANDARD; tier++) {
         moe_sweep_case *cs;
         int n, cells = 0;
@@ -313,9 +313,9 @@ START_TEST(fused_pairs_run_at_the_fused_token_counts)
                               c->pf, c->experts, c->M);
                 continue;
             }
-            if (c->M == 1 || c->M == 64 || c->M == 256) continue;
+            if (c->M == 1 || c->M == 64 || c->M == 256 || c->M == 512) continue;
             cells++;
-            for (int w = 0; w < 3; w++) {
+            for (int w = 0; w < 4; w++) {
                 int found = 0;
                 for (int j = 0; j < n && !found; j++)
                     found = !strcmp(cs[j].pf, c->pf) && !strcmp(cs[j].experts, c->experts) && cs[j].world == 1 &&
