@@ -65,8 +65,13 @@ static const int K_ALL[] = {1, 2, 3, 6, 8};
  * one-token matrix-vector kernels, 64 (8-24 slots an expert at E 8) the
  * swapped and persistent decode tiles, 256 (32-96) the 64-row tiles, 512
  * (64-192) the persistent 128-row ones; the record's reason names the plan
- * that ran. */
+ * that ran. A point is taken where M x top-k is at most FUSED_SLOTS: the
+ * host reference's time grows with the slots (the standard tier's 72
+ * M = 512 cells took 10 minutes on 2 cores with ref and cpu, mostly
+ * DeepSeek-V3's and Qwen3's at top-8), and at E 128-256 those points reach
+ * only forms that smaller M already reach. */
 static const int FUSED_M[] = {1, 64, 256, 512};
+enum { FUSED_SLOTS = 1024 };
 static const moe_act ACT_ROT[] = {MOE_ACT_SILU,        MOE_ACT_GELU,       MOE_ACT_SWIGLUOAI, MOE_ACT_SILU,
                                   MOE_ACT_GELU_TANH,   MOE_ACT_RELU2,      MOE_ACT_SILU,      MOE_ACT_SWIGLU_CLAMP,
                                   MOE_ACT_SILU_NOMUL,  MOE_ACT_SILU,       MOE_ACT_GELU_NOMUL, MOE_ACT_IDENTITY};
@@ -162,7 +167,7 @@ static moe_status add_shape(case_list *l, const shape_row *s, moe_sweep_tier tie
                         for (int fm = 0; c.world == 1 && fm < NELEM(FUSED_M) && fused_pair(c.pf, c.experts); fm++) {
                             moe_sweep_case f = c;
                             f.M = FUSED_M[fm];
-                            if (f.M != c.M && (st = push(l, &f))) return st;
+                            if (f.M != c.M && f.M * f.k <= FUSED_SLOTS && (st = push(l, &f))) return st;
                         }
                     }
                 }

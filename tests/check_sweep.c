@@ -288,10 +288,11 @@ static int fused_records(const moe_sweep_case *c, const moe_sweep_options *o, in
 }
 
 /* Every single-rank cell of a pair with a fused path is also enumerated at
- * 1, 64, 256 and 512 tokens (the fused path's matrix-vector, decode, 64-
- * and 128-row forms; combos/sweep_cases.c FUSED_M), with the cell's
- * scheme, top-k and activation; the other pairs' cells keep the rotation
- * (none past 16 tokens). */
+ * 1, 64, 256 and 512 tokens where tokens x top-k is at most 1024 (the
+ * fused path's matrix-vector, decode, 64- and 128-row forms;
+ * combos/sweep_cases.c FUSED_M, FUSED_SLOTS), and only there, with the
+ * cell's scheme, top-k and activation; the other pairs' cells keep the
+ * rotation (none past 16 tokens). */
 static int fused_pair_of(const moe_sweep_case *c)
 {
     for (int i = 0; i < moe_fused_path_count(); i++)
@@ -321,8 +322,9 @@ START_TEST(fused_pairs_run_at_the_fused_token_counts)
                     found = !strcmp(cs[j].pf, c->pf) && !strcmp(cs[j].experts, c->experts) && cs[j].world == 1 &&
                             cs[j].scheme == c->scheme && cs[j].act == c->act && cs[j].k == c->k &&
                             cs[j].H == c->H && cs[j].I == c->I && cs[j].E == c->E && cs[j].M == want[w];
-                ck_assert_msg(found, "%s tier: %s/%s %s k %d H %d lacks its M = %d case", moe_sweep_tier_name(tier),
-                              c->pf, c->experts, moe_scheme_name(c->scheme), c->k, c->H, want[w]);
+                ck_assert_msg(found == (want[w] * c->k <= 1024), "%s tier: %s/%s %s k %d H %d %s its M = %d case",
+                              moe_sweep_tier_name(tier), c->pf, c->experts, moe_scheme_name(c->scheme), c->k, c->H,
+                              found ? "has" : "lacks", want[w]);
             }
         }
         ck_assert_int_ge(cells, MOE_SCHEME_COUNT); /* a cell a scheme at least (quick: one shape) */
