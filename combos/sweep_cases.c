@@ -67,9 +67,9 @@ static const int K_ALL[] = {1, 2, 3, 6, 8};
  * (64-192) the persistent 128-row ones; the record's reason names the plan
  * that ran. A point is taken where M x top-k is at most FUSED_SLOTS: the
  * host reference's time grows with the slots (the standard tier's 72
- * M = 512 cells took 10 minutes on 2 cores with ref and cpu, mostly
- * DeepSeek-V3's and Qwen3's at top-8), and at E 128-256 those points reach
- * only forms that smaller M already reach. */
+ * M = 512 cells took 600 s on 2 cores with ref and cpu, 350 s of it the
+ * 54 at E 128-256), and at E 128-256 those points reach only forms that
+ * smaller M already reach. */
 static const int FUSED_M[] = {1, 64, 256, 512};
 enum { FUSED_SLOTS = 1024 };
 static const moe_act ACT_ROT[] = {MOE_ACT_SILU,        MOE_ACT_GELU,       MOE_ACT_SWIGLUOAI, MOE_ACT_SILU,

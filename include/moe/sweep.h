@@ -20,8 +20,9 @@
  *    deterministic combine, "fused-atomic.layout", ... for the atomic
  *    one), or one "fused" / "fused-atomic" record skipped with the path's
  *    reason (a scheme, size or activation it does not take). Such a pair's
- *    single-rank cells are enumerated at 1, 64, 256 and 512 tokens too, where
- *    the path's plan takes its other kernels (combos/sweep_cases.c).
+ *    single-rank cells are enumerated at 1, 64, 256 and 512 tokens too (where
+ *    tokens x top-k <= 1024), where the path's plan takes its other kernels
+ *    (combos/sweep_cases.c).
  * Verdicts depend only on the case list and the seed (never on --jobs). */
 #ifndef MOE_SWEEP_H
 #define MOE_SWEEP_H
