@@ -40,3 +40,10 @@ const moe_fused_path *moe_fused_path_find(const char *backend, const char *pf, c
             return &PATHS[i];
     return NULL;
 }
+
+int moe_fused_pair_has_path(const char *pf, const char *experts)
+{
+    for (int i = 0; pf && experts && i < NPATHS; i++)
+        if (!strcmp(PATHS[i].pf, pf) && !strcmp(PATHS[i].experts, experts)) return 1;
+    return 0;
+}

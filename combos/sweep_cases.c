@@ -13,7 +13,8 @@
  * refused (its refusal at other sizes is tested by check_compat).
  * Tokens per rank rotate over 1..16 and non-powers of two. A single-rank
  * cell whose pair a backend has a fused path for (include/moe/fused_run.h)
- * is also run at FUSED_M tokens, in every tier. */
+ * is also run at FUSED_M tokens where tokens x top-k <= FUSED_SLOTS, in
+ * every tier. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,16 +101,6 @@ static moe_status push(case_list *l, const moe_sweep_case *c)
     return MOE_OK;
 }
 
-/* 1 where some backend has a fused path for the pair (pf, experts) */
-static int fused_pair(const char *pf, const char *experts)
-{
-    for (int i = 0; i < moe_fused_path_count(); i++) {
-        const moe_fused_path *fp = moe_fused_path_get(i);
-        if (!strcmp(fp->pf, pf) && !strcmp(fp->experts, experts)) return 1;
-    }
-    return 0;
-}
-
 static int pf_hidden(const moe_pf_info *pf, int H)
 {
     if (!pf->hidden_sizes) return H;
@@ -164,7 +155,7 @@ static moe_status add_shape(case_list *l, const shape_row *s, moe_sweep_tier tie
                         if ((st = push(l, &c))) return st;
                         (*rot)++;
                         /* the fused M points, beside their cell (same weights), the rotation untouched */
-                        for (int fm = 0; c.world == 1 && fm < NELEM(FUSED_M) && fused_pair(c.pf, c.experts); fm++) {
+                        for (int fm = 0; c.world == 1 && fm < NELEM(FUSED_M) && moe_fused_pair_has_path(c.pf, c.experts); fm++) {
                             moe_sweep_case f = c;
                             f.M = FUSED_M[fm];
                             if (f.M != c.M && f.M * f.k <= FUSED_SLOTS && (st = push(l, &f))) return st;

@@ -293,23 +293,22 @@ static int fused_records(const moe_sweep_case *c, const moe_sweep_options *o, in
  * combos/sweep_cases.c FUSED_M, FUSED_SLOTS), and only there, with the
  * cell's scheme, top-k and activation; the other pairs' cells keep the
  * rotation (none past 16 tokens). */
-static int fused_pair_of(const moe_sweep_case *c)
-{
-    for (int i = 0; i < moe_fused_path_count(); i++)
-        if (!strcmp(moe_fused_path_get(i)->pf, c->pf) && !strcmp(moe_fused_path_get(i)->experts, c->experts)) return 1;
-    return 0;
-}
-
 START_TEST(fused_pairs_run_at_the_fused_token_counts)
 {
     static const int want[] = {1, 64, 256, 512};
+    /* the pair test: the path's pair only, NULL names refused */
+    ck_assert_int_eq(moe_fused_pair_has_path("noep", "triton_like"), 1);
+    ck_assert_int_eq(moe_fused_pair_has_path("noep", "permute_grouped"), 0);
+    ck_assert_int_eq(moe_fused_pair_has_path("pplx", "triton_like"), 0);
+    ck_assert_int_eq(moe_fused_pair_has_path(NULL, "triton_like"), 0);
+    ck_assert_int_eq(moe_fused_pair_has_path("noep", NULL), 0);
     for (int tier = MOE_TIER_QUICK; tier <= MOE_TIER_STANDARD; tier++) {
         moe_sweep_case *cs;
         int n, cells = 0;
         ck_assert_int_eq(moe_sweep_enumerate((moe_sweep_tier)tier, 7, &cs, &n), MOE_OK);
         for (int i = 0; i < n; i++) {
             const moe_sweep_case *c = &cs[i];
-            if (!fused_pair_of(c) || c->world != 1) {
+            if (!moe_fused_pair_has_path(c->pf, c->experts) || c->world != 1) {
                 ck_assert_msg(c->M <= 16, "%s cell %s/%s at M %d outside the rotation", moe_sweep_tier_name(tier),
                               c->pf, c->experts, c->M);
                 continue;

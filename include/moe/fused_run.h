@@ -34,6 +34,9 @@ int moe_fused_path_count(void);
 const moe_fused_path *moe_fused_path_get(int i);
 /* the fused path of backend for the pair (pf, experts), or NULL */
 const moe_fused_path *moe_fused_path_find(const char *backend, const char *pf, const char *experts);
+/* 1 where some backend has a fused path for the pair (pf, experts), else 0
+ * (also for a NULL name): the sweep's cells that take the fused M points */
+int moe_fused_pair_has_path(const char *pf, const char *experts);
 
 #ifdef __cplusplus
 }
