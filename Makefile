@@ -63,7 +63,7 @@ CUDA_LIB  := $(BUILD)/libmoe_cuda.a
 CUDA_LINK := -Wl,--whole-archive $(CUDA_LIB) -Wl,--no-whole-archive -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread -lstdc++
 endif
 
-.PHONY: all run report nightly bench bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan gpu-check gpu-check-run gpu-bundle gpu-sanitize
+.PHONY: FORCE all run report nightly bench bench-ref check check-asan check-exhaustive check-determinism deps clean cuda run-tests run-tests-asan gpu-check gpu-check-run gpu-bundle gpu-sanitize
 all: $(BUILD)/libmoe_ref.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_combos.a $(TOOLS) cuda
 
 $(BUILD)/obj/%.o: %.c
@@ -74,8 +74,19 @@ $(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests -Itests/oracle -MMD -MP -c $< -o $@
 
-# the sweep's run metadata names the flags the reference was built with
-$(BUILD)/obj/combos/cli_sweep.o: CFLAGS += -DMOE_BUILD_CFLAGS='"$(strip $(REFFLAGS) $(SANFLAGS) $(OMPFLAGS))"'
+# the sweep's run metadata names the flags the reference was built with and
+# the revision it was built from (with -dirty for uncommitted changes), not
+# the revision of whatever checkout it later runs in: the header is rewritten
+# only when that changes, so only cli_sweep.o is rebuilt
+$(BUILD)/obj/combos/cli_sweep.o: CFLAGS += -DMOE_BUILD_CFLAGS='"$(strip $(REFFLAGS) $(SANFLAGS) $(OMPFLAGS))"' -I$(BUILD)/gen
+$(BUILD)/obj/combos/cli_sweep.o $(BUILD)/obj/tests/check_sweep.o: $(BUILD)/gen/moe_git_rev.h
+$(BUILD)/obj/tests/check_sweep.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/gen/moe_git_rev.h: FORCE
+	@mkdir -p $(dir $@)
+	@r=$$(git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown); \
+	  printf '#define MOE_GIT_REV "%s"\n' "$${r:-unknown}" > $@.tmp; \
+	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
+FORCE:
 
 $(BUILD)/libmoe_ref.a: $(REF_OBJ)
 	@mkdir -p $(dir $@)

@@ -14,6 +14,7 @@
 #include "moe/backends.h"
 #include "moe/cli.h"
 #include "moe/sweep.h"
+#include "moe_git_rev.h" /* MOE_GIT_REV: the revision this tool was built from (Makefile) */
 
 #ifndef MOE_BUILD_CFLAGS
 #define MOE_BUILD_CFLAGS "unknown"
@@ -45,13 +46,6 @@ static int usage_error(FILE *err, const char *msg, const char *arg)
 static void meta_line(FILE *f, moe_sweep_tier tier, uint64_t seed, const char *const *bk, int nb, const char *filter,
                       int jobs, int with_time)
 {
-    char rev[64] = "unknown";
-    FILE *g = popen("git rev-parse --short HEAD 2>/dev/null", "r");
-    if (g) {
-        if (fgets(rev, sizeof rev, g)) rev[strcspn(rev, "\n")] = 0;
-        if (!rev[0]) snprintf(rev, sizeof rev, "unknown");
-        pclose(g);
-    }
     fprintf(f, "{\"type\":\"meta\",\"tool\":\"moe-sweep\",\"tier\":\"%s\",\"seed\":%llu,\"backends\":[",
             moe_sweep_tier_name(tier), (unsigned long long)seed);
     for (int i = 0; i < nb; i++) {
@@ -65,7 +59,7 @@ static void meta_line(FILE *f, moe_sweep_tier tier, uint64_t seed, const char *c
     char cu[96], dr[96], gpu[96];
     int has_cuda = moe_backend_cuda_info(cu, dr, gpu, sizeof cu);
     fprintf(f, "],\"git_rev\":\"%s\",\"compiler\":\"%s %s\",\"cflags\":\"%s\",\"openblas\":null,\"omp_threads\":%d,",
-            rev,
+            MOE_GIT_REV,
 #ifdef __clang__
             "clang",
 #else

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli_run.h"
+#include "moe_git_rev.h" /* MOE_GIT_REV (the Makefile writes it) */
 #include "moe/cli.h"
 #include "moe/bounds.h"
 #include "moe/compat.h"
@@ -426,6 +427,28 @@ START_TEST(incompatible_refused_with_rules)
 }
 END_TEST
 
+/* the metadata names the revision the tool was built from (MOE_GIT_REV,
+ * the Makefile's generated header), wherever it runs: a binary carried to
+ * another machine, or run outside any checkout, once reported that
+ * directory's HEAD or "unknown" */
+START_TEST(meta_names_the_build_revision)
+{
+    ck_assert_int_gt((int)strlen(MOE_GIT_REV), 0);
+    char out[64], args[256], want[128];
+    snprintf(out, sizeof out, "/tmp/moe_sweep_rev_%d.jsonl", (int)getpid());
+    ck_assert_int_eq(chdir("/"), 0); /* no checkout there */
+    snprintf(args, sizeof args, "--backend ref --filter moe.noep.ref.bf16.* --jobs 1 --quiet --out %s", out);
+    ck_assert_int_eq(cli_run(moe_cli_sweep, "moe-sweep", args), 0);
+    FILE *f = fopen(out, "r");
+    ck_assert_ptr_nonnull(f);
+    static char line[1 << 14];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    fclose(f), remove(out);
+    snprintf(want, sizeof want, "\"git_rev\":\"%s\"", MOE_GIT_REV);
+    ck_assert_msg(strstr(line, want) != NULL, "meta line lacks %s: %.200s", want, line);
+}
+END_TEST
+
 START_TEST(cli_usage)
 {
     ck_assert_int_eq(cli_run(moe_cli_sweep, "moe-sweep", "--help"), 0);
@@ -472,6 +495,7 @@ static Suite *sweep_suite(void)
     tcase_add_test(tc, incompatible_refused_with_rules);
     tcase_add_test(tc, fused_records_judge_the_path);
     tcase_add_test(tc, fused_pairs_run_at_the_fused_token_counts);
+    tcase_add_test(tc, meta_names_the_build_revision);
     tcase_add_test(tc, cli_usage);
     suite_add_tcase(s, tc);
     return s;
