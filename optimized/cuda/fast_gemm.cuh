@@ -373,9 +373,22 @@ __device__ __forceinline__ void tile_coords(const gemm_params &p, int nb, int t,
 
 /* k-tile promotion: acc += part (QS_KTILE: times the k tile's scales, in
  * the order gemm.h writes: acc + (t * a_scale) * w_scale), f32; the scale
- * offsets of the thread's rows and of its n8 fragments' weight rows */
+ * offsets of the thread's rows and of its n8 fragments' weight rows. The
+ * k tile's scales are fetched before its wgmma is waited for (fetch, then
+ * apply): loaded after the wait, their L2 round trip sat on the consumer's
+ * chain every k tile (ncu, Mixtral-8x7B M = 256 block fp8 on an H100: long
+ * scoreboard 51-61% of the stall samples; NOTES.md v45) */
 template <class C, int EPI, int QS> struct ktile_promote {
+    /* QS_KTILE is the block scheme's (128 x 128 weight blocks; H and I
+     * multiples of 128, fx_plan_make): a tile's gate rows (GATED: TBN / 2
+     * columns from a multiple of TBN / 2) lie in one block and its up rows in
+     * one, every row of another epilogue's tile in one, where TBN / 2 (TBN)
+     * divides 128: two scale loads a k tile (one), not one a fragment */
+    static constexpr bool ONE_BLOCK = 128 % (EPI == EPI_GATED ? C::TBN / 2 : C::TBN) == 0;
     int sa_i[C::MF][2], sw_i[C::NF];
+    struct scales {
+        float a[C::MF][2], w[C::NF];
+    };
     __device__ __forceinline__ void init(const gemm_params &p, int row0, int nt, int e, int wm, int wn, int lane)
     {
         if constexpr (QS == QS_KTILE) {
@@ -387,15 +400,31 @@ template <class C, int EPI, int QS> struct ktile_promote {
             for (int ni = 0; ni < C::NF; ni++) sw_i[ni] = w_sidx(p, e, b_row<EPI, C::TBN>(p, nt, wn * C::WTN + ni * 8));
         }
     }
-    __device__ __forceinline__ void add(const gemm_params &p, float (&acc)[C::MF][C::NF][4], const float *part, int kt) const
+    __device__ __forceinline__ scales fetch(const gemm_params &p, int kt) const
     {
-        float sav[C::MF][2], swv[C::NF];
+        scales sc{};
         if constexpr (QS == QS_KTILE) {
 #pragma unroll
-            for (int mi = 0; mi < C::MF; mi++) sav[mi][0] = p.a_scale[sa_i[mi][0] + kt], sav[mi][1] = p.a_scale[sa_i[mi][1] + kt];
+            for (int mi = 0; mi < C::MF; mi++) sc.a[mi][0] = p.a_scale[sa_i[mi][0] + kt], sc.a[mi][1] = p.a_scale[sa_i[mi][1] + kt];
+            if constexpr (ONE_BLOCK) { /* GATED: fragments of ni's parity are rows of ni = 0's or ni = 1's kind */
+                const float w0 = p.w_scale[sw_i[0] + kt];
+                float w1 = w0;
+                if constexpr (EPI == EPI_GATED && C::NF > 1) w1 = p.w_scale[sw_i[1] + kt];
 #pragma unroll
-            for (int ni = 0; ni < C::NF; ni++) swv[ni] = p.w_scale[sw_i[ni] + kt];
+                for (int ni = 0; ni < C::NF; ni++) sc.w[ni] = ni & 1 ? w1 : w0;
+            } else {
+#pragma unroll
+                for (int ni = 0; ni < C::NF; ni++) sc.w[ni] = p.w_scale[sw_i[ni] + kt];
+            }
         }
+        return sc;
+    }
+    __device__ __forceinline__ void add(const gemm_params &p, float (&acc)[C::MF][C::NF][4], const float *part, int kt) const
+    {
+        apply(acc, part, fetch(p, kt));
+    }
+    __device__ __forceinline__ void apply(float (&acc)[C::MF][C::NF][4], const float *part, const scales &sc) const
+    {
 #pragma unroll
         for (int mi = 0; mi < C::MF; mi++)
 #pragma unroll
@@ -403,7 +432,7 @@ template <class C, int EPI, int QS> struct ktile_promote {
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
                     const float t = part[(mi * C::NF + ni) * 4 + q];
-                    if constexpr (QS == QS_KTILE) acc[mi][ni][q] = acc[mi][ni][q] + (t * sav[mi][q >> 1]) * swv[ni];
+                    if constexpr (QS == QS_KTILE) acc[mi][ni][q] = acc[mi][ni][q] + (t * sc.a[mi][q >> 1]) * sc.w[ni];
                     else acc[mi][ni][q] = acc[mi][ni][q] + t;
                 }
     }
@@ -652,7 +681,10 @@ template <class T, int BM, int BN, int QS> struct sw_steps {
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     }
-    /* t += k tile kt's sums d (QS_KTILE: times the tile's scales, in gemm.h's order) */
+    /* t += k tile kt's sums d (QS_KTILE: times the tile's scales, in gemm.h's
+     * order). The scales are loaded here, after the wait: fetched before it
+     * (ktile_promote's form) these tiles measured no faster, the persistent
+     * ones 1.3-1.6% slower at Qwen3-30B-A3B M = 256 (NOTES.md v45) */
     __device__ __forceinline__ void add(sums &t, const sums &d, const gemm_params &p, int kt) const
     {
 #pragma unroll
@@ -1038,8 +1070,9 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(part, da + 2 * kk, db + 2 * kk, kk > 0);
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            const auto sc = kp.fetch(p, kt); /* in flight under the wgmma */
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            promote(part, kt);
+            kp.apply(acc, part, sc);
         }
     } else {
     if (idle) { /* the copies and the barriers of the loop below, no MMAs; its own loop, so

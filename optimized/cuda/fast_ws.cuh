@@ -418,6 +418,8 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                 kp.init(p, row0, nt, e, cw, 0, lane);
                 for (int kt = 0; kt < KT; kt++, it++) {
                     const int s = it % STAGES;
+                    /* the k tile's scales (QS_KTILE) in flight under the stage's wait and wgmma */
+                    const auto sc = kp.fetch(p, kt);
                     mbar_wait(full0 + 8 * s, (it / STAGES) & 1);
                     /* the copies wrote through the generic proxy, the wgmmas read
                      * through the async proxy: the fence, after the acquire */
@@ -434,7 +436,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
                         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                         if (lane == 0) mbar_arrive(empty0 + 8 * s);
-                        kp.add(p, acc, part, kt);
+                        kp.apply(acc, part, sc);
                     } else {
 #pragma unroll
                         for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN, EW>(&acc[0][0][0], da + 2 * kk, db + 2 * kk);
