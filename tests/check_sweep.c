@@ -436,9 +436,15 @@ START_TEST(meta_names_the_build_revision)
     ck_assert_int_gt((int)strlen(MOE_GIT_REV), 0);
     char out[64], args[256], want[128];
     snprintf(out, sizeof out, "/tmp/moe_sweep_rev_%d.jsonl", (int)getpid());
-    ck_assert_int_eq(chdir("/"), 0); /* no checkout there */
+    /* run from / (no checkout there), then back: with CK_FORK=no the
+     * later tests share this process's directory */
+    char here[4096];
+    ck_assert_ptr_nonnull(getcwd(here, sizeof here));
+    ck_assert_int_eq(chdir("/"), 0);
     snprintf(args, sizeof args, "--backend ref --filter moe.noep.ref.bf16.* --jobs 1 --quiet --out %s", out);
-    ck_assert_int_eq(cli_run(moe_cli_sweep, "moe-sweep", args), 0);
+    const int rc = cli_run(moe_cli_sweep, "moe-sweep", args);
+    ck_assert_int_eq(chdir(here), 0);
+    ck_assert_int_eq(rc, 0);
     FILE *f = fopen(out, "r");
     ck_assert_ptr_nonnull(f);
     static char line[1 << 14];
