@@ -77,10 +77,15 @@ $(BUILD)/obj/tests/%.o: tests/%.c
 # the sweep's run metadata names the flags the reference was built with and
 # the revision it was built from (with -dirty for uncommitted changes), not
 # the revision of whatever checkout it later runs in: the header is rewritten
-# only when that changes, so only cli_sweep.o is rebuilt
+# only when that changes, so only the objects that print it (the sweep's and
+# moe-bench's JSON meta) and their tests are rebuilt
 $(BUILD)/obj/combos/cli_sweep.o: CFLAGS += -DMOE_BUILD_CFLAGS='"$(strip $(REFFLAGS) $(SANFLAGS) $(OMPFLAGS))"' -I$(BUILD)/gen
 $(BUILD)/obj/combos/cli_sweep.o $(BUILD)/obj/tests/check_sweep.o: $(BUILD)/gen/moe_git_rev.h
-$(BUILD)/obj/tests/check_sweep.o: CFLAGS += -I$(BUILD)/gen
+$(BUILD)/obj/combos/cli_bench.o $(BUILD)/obj/tests/check_bench.o: $(BUILD)/gen/moe_git_rev.h
+$(BUILD)/obj/tests/check_sweep.o $(BUILD)/obj/combos/cli_bench.o $(BUILD)/obj/tests/check_bench.o: CFLAGS += -I$(BUILD)/gen
+# moe-bench's device grid names it too (its JSON's meta)
+$(BUILD)/obj/optimized/cuda/bench_gpu_report.o: $(BUILD)/gen/moe_git_rev.h
+$(BUILD)/obj/optimized/cuda/bench_gpu_report.o: NVCCFLAGS += -I$(BUILD)/gen
 $(BUILD)/gen/moe_git_rev.h: FORCE
 	@mkdir -p $(dir $@)
 	@r=$$(git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown); \

@@ -39,6 +39,7 @@
 #include "moe/shapes.h"
 #include "moe/stage_timer.h"
 #include "../optimized/cuda/bench_gpu.h"
+#include "moe_git_rev.h" /* MOE_GIT_REV: the revision this tool was built from (Makefile) */
 
 int moe_bench_gpu_run(const moe_bench_gpu_opts *o, FILE *out, FILE *err) __attribute__((weak));
 
@@ -452,9 +453,9 @@ int moe_cli_bench(int argc, char **argv, FILE *out, FILE *err)
         if (!(o.json = fopen(tmp, "w"))) return usage(err, "--json: cannot write", tmp);
         fprintf(o.json, "{\"type\":\"bench\",\"meta\":{\"tool\":\"moe-bench\",\"shape\":\"%s\",\"E\":%d,\"k\":%d,\"H\":%d,"
                         "\"I\":%d,\"pair\":\"%s:%s\",\"reps\":%d,\"warmup\":%d,\"ref_reps\":%d,\"omp_threads\":%d,"
-                        "\"openblas\":\"%s\",\"skew\":%d,\"seed\":%llu},\"rows\":[",
+                        "\"openblas\":\"%s\",\"skew\":%d,\"seed\":%llu,\"git_rev\":\"%s\"},\"rows\":[",
                 sh->name, sh->E, sh->k, sh->H, sh->I, pf, ex, reps, warmup, ref_reps, omp_get_max_threads(),
-                openblas_get_config(), skew, seed);
+                openblas_get_config(), skew, seed, MOE_GIT_REV);
     }
     int failed = 0, n = moe_stage_timer_count();
     fprintf(out, "moe-bench: %s (E %d, top-%d, H %d, I %d), pair %s:%s, %d threads, %s\n", sh->name, sh->E,

@@ -265,7 +265,8 @@ def merge(named):
     points.sort(key=order_key)
     meta = {"tool": "bench_merge.py",
             "sources": [{"path": path, "tool": doc["meta"].get("tool"), "gpu": doc["meta"].get("gpu"),
-                         "points": len(doc["points"]), "warm_ms": doc["meta"].get("warm_ms"),
+                         "points": len(doc["points"]), "git_rev": doc["meta"].get("git_rev"),
+                         "warm_ms": doc["meta"].get("warm_ms"),
                          "clock": doc["meta"].get("clock"), "clock_why": doc["meta"].get("clock_why")}
                         for path, doc in named],
             "ceilings": ceil, "warnings": warnings}

@@ -915,7 +915,8 @@ def bench_gpu_view(doc, path):
                  if isinstance(ceil.get(k), (int, float)) else
                  "not measured" + (f" ({why[k]})" if why.get(k) else "")) for k in unit]
     info = [(k, fmt_meta(meta[k])) for k in ("gpu", "seed", "skew", "warm_ms") if k in meta]
-    info += [("source", f"{s.get('path')}: {s.get('tool')}, {s.get('points')} points"
+    info += [("source", f"{s.get('path')}: {s.get('tool')}"
+              + (f" built from {s['git_rev']}" if s.get("git_rev") else "") + f", {s.get('points')} points"
               + (f", warm-up {s['warm_ms']} ms a timing" if s.get("warm_ms") is not None else "")
               + (", SM clock by NVML" if s.get("clock") else f", no SM clock ({s['clock_why']})" if s.get("clock_why")
                  else ""))

@@ -12,6 +12,7 @@
 #include "moe/cli.h"
 #include "moe/stage_timer.h"
 #include "../optimized/cuda/bench_gpu.h"
+#include "moe_git_rev.h" /* MOE_GIT_REV (the Makefile writes it) */
 
 static int bench(const char *args) { return cli_run(moe_cli_bench, "moe-bench", args); }
 
@@ -38,6 +39,9 @@ START_TEST(smoke_run_tiny)
     ck_assert_ptr_nonnull(strstr(text, "\"backend\":\"ref\",\"stage\":\"grouped_gemm\""));
     ck_assert_ptr_nonnull(strstr(text, "\"backend\":\"sgemm\""));
     ck_assert_ptr_nonnull(strstr(text, "\"speedup_vs_ref\""));
+    char want[128]; /* the build's revision, as the sweep's meta names it (check_sweep) */
+    snprintf(want, sizeof want, "\"git_rev\":\"%s\"", MOE_GIT_REV);
+    ck_assert_msg(strstr(text, want) != NULL, "no %s in the meta", want);
 }
 END_TEST
 
@@ -203,6 +207,9 @@ START_TEST(device_grid_tool)
     ck_assert_ptr_nonnull(strstr(text, "{\"type\":\"bench-gpu\""));
     ck_assert_ptr_nonnull(strstr(text, "\"impl\":\"cuda-fast\""));
     ck_assert_ptr_nonnull(strstr(text, "\"read_tbs\""));
+    char want[128];
+    snprintf(want, sizeof want, "\"git_rev\":\"%s\"", MOE_GIT_REV);
+    ck_assert_msg(strstr(text, want) != NULL, "no %s in the meta", want);
 }
 END_TEST
 

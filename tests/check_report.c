@@ -574,6 +574,9 @@ START_TEST(bench_gpu_section)
     HAS(sec, "820 TFLOP/s — tests/report/bench_gpu_torch.json (torch_bf16_dense_burst_tflops)");
     HAS(sec, "warm_ms</th><td>500");
     HAS(sec, "warm-up 500 ms a timing, SM clock by NVML");
+    /* the revision a producer was built from, where its meta names one (the torch script's does not) */
+    HAS(sec, "tests/report/bench_gpu_cuda.json: moe-bench built from 1db627b, 48 points");
+    HAS(sec, "tests/report/bench_gpu_torch.json: torch_peer.py, 18 points");
     HAS(sec, "1485 MHz"); /* the clock the sustained bf16 peak was timed at */
     /* each point's median SM clock while timed, where its producer sampled one */
     HAS(sec, "SM clock 1455 MHz");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "bench_gpu_internal.h"
 #include "cuda.h"
+#include "moe_git_rev.h" /* MOE_GIT_REV: the revision this tool was built from (Makefile) */
 
 /* JSON string (a local copy: the CUDA archive links after combos/, whose
  * cli_json_str it cannot reach) */
@@ -129,6 +130,7 @@ void moe_bg_header(moe_bg_run *R, const moe_bg_cublas *cb)
     if (!f) return;
     fputs("{\"type\":\"bench-gpu\",\"meta\":{\"tool\":\"moe-bench\",\"backend\":\"cuda-fast\",\"gpu\":", f);
     json_str(f, gpu);
+    fputs(",\"git_rev\":", f), json_str(f, MOE_GIT_REV);
     fputs(",\"cuda_runtime\":", f), json_str(f, rt), fputs(",\"cuda_driver\":", f), json_str(f, dv);
     fputs(",\"cublas\":", f);
     if (cb->ok) json_str(f, cb->version);
