@@ -646,7 +646,7 @@ template <class T, int BM, int BN, int QS> struct sw_steps {
     static constexpr bool PROMO = std::is_same<T, __nv_fp8_e4m3>::value;
     static constexpr int KW = PROMO ? 2 : std::is_same<T, __half>::value ? 1 : 0, TS = BN + 4;
     typedef float sums[NB][SWR];
-    int sai[BM / 8][2], swi[NB][2]; /* QS_KTILE: the scale offsets of the thread's tokens and weight rows */
+    int sai[BM / 8][2], swi[2]; /* QS_KTILE: the scale offsets of the thread's tokens and of its block's weight rows (fetch) */
     static __device__ __forceinline__ void zero(sums &d)
     {
 #pragma unroll
@@ -662,9 +662,7 @@ template <class T, int BM, int BN, int QS> struct sw_steps {
 #pragma unroll
                 for (int c = 0; c < 2; c++) sai[j][c] = a_sidx(p, row0 + 8 * j + t2 + c);
 #pragma unroll
-            for (int mb = 0; mb < NB; mb++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) swi[mb][h] = w_sidx(p, e, b_row<EPI, BN>(p, nt, mb * 64 + warp * 16 + g + 8 * h));
+            for (int h = 0; h < 2; h++) swi[h] = w_sidx(p, e, b_row<EPI, BN>(p, nt, warp * 16 + g + 8 * h));
         }
     }
     /* the k tile's wgmma into d (e4m3: d = this tile's sums; else d accumulates) */
@@ -681,18 +679,36 @@ template <class T, int BM, int BN, int QS> struct sw_steps {
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     }
-    /* t += k tile kt's sums d (QS_KTILE: times the tile's scales, in gemm.h's
-     * order). The scales are loaded here, after the wait: fetched before it
-     * (ktile_promote's form) these tiles measured no faster, the persistent
-     * ones 1.3-1.6% slower at Qwen3-30B-A3B M = 256 (NOTES.md v45) */
-    __device__ __forceinline__ void add(sums &t, const sums &d, const gemm_params &p, int kt) const
+    /* QS_KTILE: a tile's weight rows of one kind lie in one 128 x 128 block
+     * (ktile_promote's ONE_BLOCK: H and I are multiples of 128, a tile's
+     * BN (GATED: BN / 2 gate and as many up rows, h = 0 / 1) divides 128),
+     * so a k tile takes a weight scale for each h (the same one twice
+     * outside GATED), not one a row pair and 64-row block */
+    struct scales {
+        float a[BM / 8][2], w[2];
+    };
+    /* the k tile's scales: issued before the wgmma is waited for, so they
+     * arrive under it (ktile_promote's fetch / apply; NOTES.md v46) */
+    __device__ __forceinline__ scales fetch(const gemm_params &p, int kt) const
+    {
+        scales sc{};
+        if constexpr (QS == QS_KTILE) {
+#pragma unroll
+            for (int j = 0; j < BM / 8; j++)
+#pragma unroll
+                for (int c = 0; c < 2; c++) sc.a[j][c] = p.a_scale[sai[j][c] + kt];
+            sc.w[0] = p.w_scale[swi[0] + kt], sc.w[1] = p.w_scale[swi[1] + kt];
+        }
+        return sc;
+    }
+    /* t += k tile kt's sums d (QS_KTILE: times the tile's scales sc, in gemm.h's order) */
+    __device__ __forceinline__ void apply(sums &t, const sums &d, const scales &sc) const
     {
 #pragma unroll
         for (int mb = 0; mb < NB; mb++)
 #pragma unroll
             for (int i = 0; i < SWR; i++) {
-                if constexpr (QS == QS_KTILE)
-                    t[mb][i] = t[mb][i] + (d[mb][i] * p.a_scale[sai[i >> 2][i & 1] + kt]) * p.w_scale[swi[mb][(i >> 1) & 1] + kt];
+                if constexpr (QS == QS_KTILE) t[mb][i] = t[mb][i] + (d[mb][i] * sc.a[i >> 2][i & 1]) * sc.w[(i >> 1) & 1];
                 else t[mb][i] = t[mb][i] + d[mb][i];
             }
     }
@@ -1002,8 +1018,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
         SWS::zero(sw_d), SWS::zero(sw_t);
         SWS sws;
         sws.template init<EPI>(p, row0, nt, e, warp, g, t2);
-        auto sw_add = [&](const typename SWS::sums &d, int kt) { sws.add(sw_t, d, p, kt); };
-        if constexpr (PROMO && QS != QS_KTILE) {
+        if constexpr (PROMO) {
             /* two sets of partial sums: tile kt's wgmma runs while tile kt - 1's
              * sums are added (the same adds in the same order, so the same
              * bits); the stage of kt - 1 is refilled after a second barrier,
@@ -1012,48 +1027,48 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
              * unrolled by two (each set a fixed register range): written so,
              * ptxas keeps the wgmma asynchronous (no C7514 serialization, which
              * v9's one-loop form of the 128-row tile met). NOTES.md v30: e4m3
-             * M = 1 decode 2-8% faster, M = 16-64 0.5-1.3%. The block scheme
-             * keeps one set: its k-tile scales are loads in the add (1.2%
-             * slower at Mixtral-8x7B M = 64 with two sets) */
+             * M = 1 decode 2-8% faster, M = 16-64 0.5-1.3%. The block scheme's
+             * k-tile scales (fetch) go out with the tile's wgmma, a set of them
+             * a set of sums (v30 had them loaded inside the add: 1.2% slower at
+             * Mixtral-8x7B M = 64 with two sets; NOTES.md v46) */
             typename SWS::sums sw_e;
             SWS::zero(sw_e);
+            typename SWS::scales sc_d = sws.fetch(p, 0), sc_e;
             SWS::issue(sw_d, land(0));
             __syncthreads();
             refill(0);
             int kt = 1;
             for (; kt + 1 < KT; kt += 2) {
+                sc_e = sws.fetch(p, kt);
                 SWS::issue(sw_e, land(kt));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                sw_add(sw_d, kt - 1);
+                sws.apply(sw_t, sw_d, sc_d);
                 __syncthreads();
                 refill(kt);
+                sc_d = sws.fetch(p, kt + 1);
                 SWS::issue(sw_d, land(kt + 1));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                sw_add(sw_e, kt);
+                sws.apply(sw_t, sw_e, sc_e);
                 __syncthreads();
                 refill(kt + 1);
             }
             if (kt < KT) { /* KT even: the last tile into sw_e */
+                sc_e = sws.fetch(p, kt);
                 SWS::issue(sw_e, land(kt));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                sw_add(sw_d, kt - 1);
+                sws.apply(sw_t, sw_d, sc_d);
                 __syncthreads();
                 refill(kt);
                 asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                sw_add(sw_e, kt);
+                sws.apply(sw_t, sw_e, sc_e);
             } else {
                 asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                sw_add(sw_d, kt - 1);
+                sws.apply(sw_t, sw_d, sc_d);
             }
         } else {
             for (int kt = 0; kt < KT; kt++) {
                 SWS::issue(sw_d, next_tile(kt));
-                if constexpr (PROMO) {
-                    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                    sw_add(sw_d, kt);
-                } else {
-                    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                }
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             }
         }
     } else if constexpr (PROMO) {

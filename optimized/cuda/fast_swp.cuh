@@ -158,38 +158,46 @@ __global__ void __launch_bounds__(swp_cfg<BM, FORM>::NT, FORM) gemm_swp_kernel(c
         };
         typename S::sums sd, sp; /* sp: the promoted sums (e4m3) */
         S::zero(sd), S::zero(sp);
-        if constexpr (S::PROMO && QS != QS_KTILE) { /* two sets, unrolled by two (gemm_kernel's comment) */
+        /* e4m3: two sets, unrolled by two, each with its k tile's scales (gemm_kernel's comment); the block
+         * scheme's at two CTAs an SM keeps one set with its scales loaded after the wait: its two sets need
+         * about 200 registers, and ptxas gives FORM 2's 160 threads 168 (84 bytes spilled: Mixtral-8x7B
+         * M = 64's GEMM1 5% slower by ncu, NOTES.md v46) */
+        if constexpr (S::PROMO && (QS != QS_KTILE || FORM == 1)) {
             typename S::sums se;
             S::zero(se);
+            typename S::scales cd = st.fetch(p, 0), ce;
             S::issue(sd, stage(0));
             int kt = 1;
             for (; kt + 1 < KT; kt += 2) {
+                ce = st.fetch(p, kt);
                 S::issue(se, stage(kt));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                st.add(sp, sd, p, kt - 1);
+                st.apply(sp, sd, cd);
                 release(kt - 1);
+                cd = st.fetch(p, kt + 1);
                 S::issue(sd, stage(kt + 1));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                st.add(sp, se, p, kt);
+                st.apply(sp, se, ce);
                 release(kt);
             }
             if (kt < KT) {
+                ce = st.fetch(p, kt);
                 S::issue(se, stage(kt));
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                st.add(sp, sd, p, kt - 1);
+                st.apply(sp, sd, cd);
                 release(kt - 1);
                 asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                st.add(sp, se, p, kt);
+                st.apply(sp, se, ce);
             } else {
                 asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                st.add(sp, sd, p, kt - 1);
+                st.apply(sp, sd, cd);
             }
         } else {
             for (int kt = 0; kt < KT; kt++) {
                 S::issue(sd, stage(kt));
                 if constexpr (S::PROMO) {
                     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-                    st.add(sp, sd, p, kt);
+                    st.apply(sp, sd, st.fetch(p, kt));
                     if (kt + 1 < KT) release(kt);
                 } else {
                     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
