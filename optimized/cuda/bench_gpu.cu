@@ -141,11 +141,23 @@ typedef struct {
     float *w[MOE_BG_SETS];
 } bg_inputs;
 
-static void weights_free(bg_weights *w)
+/* Frees every weight buffer but those of `keep` (a set, BG_NONE for the
+ * bf16 weights, BG_ALL for none). Why run_point keeps only its scheme's:
+ * a DeepSeek-V3-sized shape's bf16 weights, their tiled copy and the four
+ * code sets with theirs take about 100 GB, which an 80 GB H100 does not
+ * hold (the first H100 grid failed DeepSeek-V3 bf16 M = 16-256 at the tiled
+ * copy, NOTES.md v46). An evicted set is made again from the same seed, so
+ * with the same values, outside the timing; a set's `why` (it could not be
+ * made even alone) is kept. */
+enum { BG_ALL = -2 };
+static void weights_keep(bg_weights *w, int keep)
 {
-    cudaFree(w->w1), cudaFree(w->w2), cudaFree(w->t1), cudaFree(w->t2);
-    w->w1 = w->w2 = NULL, w->t1 = w->t2 = NULL;
+    if (keep != BG_NONE) {
+        cudaFree(w->w1), cudaFree(w->w2), cudaFree(w->t1), cudaFree(w->t2);
+        w->w1 = w->w2 = NULL, w->t1 = w->t2 = NULL;
+    }
     for (int i = 0; i < 4; i++) {
+        if (i == keep) continue;
         cudaFree(w->set[i].q1), cudaFree(w->set[i].q2), cudaFree(w->set[i].s1), cudaFree(w->set[i].s2);
         cudaFree(w->set[i].t1), cudaFree(w->set[i].t2);
         w->set[i].q1 = w->set[i].q2 = w->set[i].s1 = w->set[i].s2 = w->set[i].t1 = w->set[i].t2 = NULL;
@@ -401,11 +413,12 @@ static void run_point(moe_bg_run *R, moe_bg_cublas *cb, const moe_shape *sh, moe
     if (!inputs_why) {
         char why[600] = "";
         const char *why_status = NULL;
+        const int set = set_of(sc);
+        weights_keep(W, set);
         if (bf16 && !W->w1 && !W->why[0] && weights_make(sh, R->o->seed, s, W)) {
             snprintf(W->why, sizeof W->why, "%s", moe_last_error());
-            weights_free(W), cudaGetLastError();
+            weights_keep(W, BG_ALL), cudaGetLastError();
         }
-        const int set = set_of(sc);
         if (set >= 0 && !W->set[set].q1 && !W->set[set].why[0]) {
             void *q[2] = {NULL, NULL}, *scl[2] = {NULL, NULL};
             if (weights_make_set(sh, R->o->seed, set, s, q, scl)) {
@@ -462,7 +475,7 @@ int moe_bench_gpu_run(const moe_bench_gpu_opts *o, FILE *out, FILE *err)
             for (int ci = 0; ci < o->nschemes; ci++) run_point(&R, &cb, sh, o->schemes[ci], &W, &in, why[0] ? why : NULL, s);
             inputs_free(&in);
         }
-        weights_free(&W);
+        weights_keep(&W, BG_ALL);
     }
     moe_bg_cublas_unload(&cb);
     cudaStreamDestroy(s);
