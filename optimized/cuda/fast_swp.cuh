@@ -26,7 +26,7 @@
  * into the async proxy, run sw_steps' wgmmas and give each stage back once
  * their wgmmas that read it are complete: e4m3 with two sets of partial
  * sums (tile kt's wgmma runs while kt - 1's sums are added, as in
- * gemm_kernel), the block scheme with one, bf16 accumulating in the tensor
+ * gemm_kernel; the block scheme's at FORM 2 with one), bf16 accumulating in the tensor
  * cores with one group in flight. The tile's last stage is kept for the
  * transposition of the sums (sw_steps::store / load; a barrier of the four
  * consumer warps, not of the CTA) and given back before the epilogue,
