@@ -78,7 +78,9 @@ $(BUILD)/obj/tests/%.o: tests/%.c
 # the revision it was built from (with -dirty for uncommitted changes), not
 # the revision of whatever checkout it later runs in: the header is rewritten
 # only when that changes, so only the objects that print it (the sweep's and
-# moe-bench's JSON meta) and their tests are rebuilt
+# moe-bench's JSON meta) and their tests are rebuilt; characters outside
+# [A-Za-z0-9._+-] (a tag may hold a quote) are dropped, so the value needs
+# no escaping in the C string or the JSON that print it
 $(BUILD)/obj/combos/cli_sweep.o: CFLAGS += -DMOE_BUILD_CFLAGS='"$(strip $(REFFLAGS) $(SANFLAGS) $(OMPFLAGS))"' -I$(BUILD)/gen
 $(BUILD)/obj/combos/cli_sweep.o $(BUILD)/obj/tests/check_sweep.o: $(BUILD)/gen/moe_git_rev.h
 $(BUILD)/obj/combos/cli_bench.o $(BUILD)/obj/tests/check_bench.o: $(BUILD)/gen/moe_git_rev.h
@@ -88,7 +90,7 @@ $(BUILD)/obj/optimized/cuda/bench_gpu_report.o: $(BUILD)/gen/moe_git_rev.h
 $(BUILD)/obj/optimized/cuda/bench_gpu_report.o: NVCCFLAGS += -I$(BUILD)/gen
 $(BUILD)/gen/moe_git_rev.h: FORCE
 	@mkdir -p $(dir $@)
-	@r=$$(git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown); \
+	@r=$$(git describe --always --dirty --abbrev=7 2>/dev/null | tr -cd 'A-Za-z0-9._+-'); \
 	  printf '#define MOE_GIT_REV "%s"\n' "$${r:-unknown}" > $@.tmp; \
 	  if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv $@.tmp $@; fi
 FORCE:

@@ -434,6 +434,9 @@ END_TEST
 START_TEST(meta_names_the_build_revision)
 {
     ck_assert_int_gt((int)strlen(MOE_GIT_REV), 0);
+    /* printed unescaped into JSON: the Makefile keeps only these characters */
+    ck_assert_uint_eq(strspn(MOE_GIT_REV, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._+-"),
+                      strlen(MOE_GIT_REV));
     char out[64], args[256], want[128];
     snprintf(out, sizeof out, "/tmp/moe_sweep_rev_%d.jsonl", (int)getpid());
     /* run from / (no checkout there), then back: with CK_FORK=no the
