@@ -59,7 +59,11 @@ __device__ int block_excl_scan(int v, int *warp_tot, int *total)
  * atomics, a scan of the padded block counts, then each slot takes the next
  * free row of its expert (atomic order; where a row lands changes no
  * result, fast_gemm.cuh computes every row alone). Ids outside [0, E) are
- * left out (row_of_slot -1). */
+ * left out (row_of_slot -1). Both passes load ALIGN_BATCH ids a thread
+ * before they use any: one at a time, each pass was a chain of n / 1024
+ * global round trips a thread (ncu on an H100, Qwen3-30B-A3B M = 4096, 32 768
+ * slots: 56 us, against 9 us for Mixtral-8x7B's 8 192; NOTES.md v47) */
+constexpr int ALIGN_BATCH = 8;
 __global__ void __launch_bounds__(ALIGN_THREADS) align_kernel(const int32_t *ids, int n, int E, int bm,
                                                                moe_cuda_fx_layout L)
 {
@@ -67,11 +71,19 @@ __global__ void __launch_bounds__(ALIGN_THREADS) align_kernel(const int32_t *ids
     __shared__ int warp_tot[32], total;
     int *cnt = sh, *fill = sh + E, *boff = sh + 2 * E;
     const int tid = threadIdx.x;
+    /* slot i0 + j * blockDim.x's id for j < ALIGN_BATCH (-1 past n) */
+    auto batch = [&](int i0, int (&e)[ALIGN_BATCH]) {
+#pragma unroll
+        for (int j = 0; j < ALIGN_BATCH; j++) e[j] = i0 + j * (int)blockDim.x < n ? ids[i0 + j * blockDim.x] : -1;
+    };
     for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0, fill[e] = 0;
     __syncthreads();
-    for (int i = tid; i < n; i += blockDim.x) {
-        const int e = ids[i];
-        if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
+    for (int i0 = tid; i0 < n; i0 += ALIGN_BATCH * blockDim.x) {
+        int e[ALIGN_BATCH];
+        batch(i0, e);
+#pragma unroll
+        for (int j = 0; j < ALIGN_BATCH; j++)
+            if (e[j] >= 0 && e[j] < E) atomicAdd(&cnt[e[j]], 1);
     }
     __syncthreads();
     const int c = tid < E ? cnt[tid] : 0, nb = (c + bm - 1) / bm;
@@ -85,14 +97,20 @@ __global__ void __launch_bounds__(ALIGN_THREADS) align_kernel(const int32_t *ids
     }
     if (tid == 0) L.offsets[E] = total * bm, *L.num_blocks = total;
     __syncthreads();
-    for (int i = tid; i < n; i += blockDim.x) {
-        const int e = ids[i];
-        int r = -1;
-        if (e >= 0 && e < E) {
-            r = boff[e] * bm + atomicAdd(&fill[e], 1);
-            L.sorted[r] = i;
+    for (int i0 = tid; i0 < n; i0 += ALIGN_BATCH * blockDim.x) {
+        int e[ALIGN_BATCH];
+        batch(i0, e);
+#pragma unroll
+        for (int j = 0; j < ALIGN_BATCH; j++) {
+            const int i = i0 + j * blockDim.x;
+            if (i >= n) break;
+            int r = -1;
+            if (e[j] >= 0 && e[j] < E) {
+                r = boff[e[j]] * bm + atomicAdd(&fill[e[j]], 1);
+                L.sorted[r] = i;
+            }
+            L.row_of_slot[i] = r;
         }
-        L.row_of_slot[i] = r;
     }
     /* launched as a dependent of x's quantization (8-bit schemes), this
      * grid ran beside it; it ends only once that grid has, so the GEMM1
@@ -399,13 +417,92 @@ cudaError_t launch_ex(void (*k)(KA...), dim3 grid, unsigned block, cudaStream_t 
     return launch_sm(k, grid, block, 0, s, pdl, args...);
 }
 
+/* ROW / TENSOR on many short rows: a warp a row, QUANT_WARP_ROWS rows a
+ * CTA, the row's chunks all in registers (cols <= 8 * 32 * QUANT_WARP_HOLD)
+ * and its statistics reduced over the warp alone. A CTA a row was a chain
+ * of two round trips (the slot's row, then its chunks) and a CTA barrier
+ * for a few hundred bytes, 16 such CTAs an SM: h of Qwen3-30B-A3B M = 4096
+ * fp8 (32 768 rows of 768) took 85 us under ncu on an H100, 23% of its DRAM
+ * peak (NOTES.md v47). The statistics are maxima, minima and a NaN flag,
+ * the same in any order, so the same scale and codes as quant_rows_kernel */
+constexpr int QUANT_WARP_ROWS = 8, QUANT_WARP_HOLD = 8;
+template <int GR, bool E4>
+__global__ void __launch_bounds__(32 * QUANT_WARP_ROWS)
+    quant_rows_warp_kernel(const __nv_bfloat16 *x, int cols, const int32_t *row_of_slot, moe_quant_spec spec,
+                           const float *tensor_amax, uint8_t *q, float *scale, int trigger, int64_t rows)
+{
+    static_assert(GR == MOE_GRAN_ROW || GR == MOE_GRAN_TENSOR, "a warp a row: ROW / TENSOR");
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (trigger) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); /* quant_rows_kernel's */
+    const int lane = threadIdx.x & 31;
+    const int64_t slot = (int64_t)blockIdx.x * QUANT_WARP_ROWS + (threadIdx.x >> 5);
+    if (slot >= rows) return;
+    const int64_t r = row_of_slot ? row_of_slot[slot] : slot;
+    if (r < 0) return; /* a slot of no expert (align_kernel) */
+    const uint4 *xv = (const uint4 *)(x + r * cols);
+    uint8_t *qr = q + r * cols;
+    const int nc = cols / 8;
+    uint4 hold[QUANT_WARP_HOLD];
+#pragma unroll
+    for (int k = 0; k < QUANT_WARP_HOLD; k++) hold[k] = lane + 32 * k < nc ? xv[lane + 32 * k] : make_uint4(0, 0, 0, 0);
+    float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
+    int nan = 0;
+#pragma unroll
+    for (int k = 0; k < QUANT_WARP_HOLD; k++) {
+        if (lane + 32 * k >= nc) break;
+        float f[8];
+        bf16x8_f32(hold[k], f);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            if constexpr (GR == MOE_GRAN_TENSOR) nan |= f[i] != f[i];
+            else stats_add(f[i], ai, mx, mn, nan);
+        }
+    }
+    moe_q_stats st;
+    if constexpr (GR == MOE_GRAN_TENSOR) {
+        const float a = *tensor_amax;
+        st = group_stats(a, a, -a, 0);
+        nan = __any_sync(0xffffffffu, nan);
+        ai = a;
+    } else {
+        warp_stats(ai, mx, mn, nan);
+        st = group_stats(ai, mx, mn, nan);
+    }
+    moe_q_group grp;
+    moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
+    if (lane == 0) scale[GR == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
+    fx::qstep qs;
+    const bool fast = fx::qstep_make(spec, grp, ai, nan, qs);
+    with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
+#pragma unroll
+        for (int k = 0; k < QUANT_WARP_HOLD; k++) {
+            if (lane + 32 * k >= nc) break;
+            float f[8];
+            bf16x8_f32(hold[k], f);
+            uint32_t w[2] = {0, 0};
+            codes_of<8, E4, decltype(div)::value, decltype(fst)::value>(f, qs, spec, grp, w);
+            ((uint2 *)qr)[lane + 32 * k] = make_uint2(w[0], w[1]);
+        }
+    });
+}
+
 /* quant_rows_kernel's instantiation for the scheme's activation spec
- * (granularity ROW, TENSOR or GROUP; e4m3 or int8 codes) */
+ * (granularity ROW, TENSOR or GROUP; e4m3 or int8 codes); ROW / TENSOR on
+ * at least 4 096 rows of at most 2 048 columns, quant_rows_warp_kernel's */
 template <class... A>
 cudaError_t quant_rows(const moe_quant_spec &sp, int cols, int64_t rows, cudaStream_t s, bool pdl, A... args)
 {
     const bool e4 = sp.elem == MOE_E4M3;
     if (!e4 && sp.elem != MOE_I8) return cudaErrorInvalidValue;
+    if ((sp.gran == MOE_GRAN_ROW || sp.gran == MOE_GRAN_TENSOR) && rows >= 4096 && cols <= 8 * 32 * QUANT_WARP_HOLD) {
+        const dim3 g((unsigned)((rows + QUANT_WARP_ROWS - 1) / QUANT_WARP_ROWS));
+        const unsigned b = 32 * QUANT_WARP_ROWS;
+        if (sp.gran == MOE_GRAN_ROW)
+            return e4 ? launch_ex(quant_rows_warp_kernel<MOE_GRAN_ROW, true>, g, b, s, pdl, args..., rows)
+                      : launch_ex(quant_rows_warp_kernel<MOE_GRAN_ROW, false>, g, b, s, pdl, args..., rows);
+        return e4 ? launch_ex(quant_rows_warp_kernel<MOE_GRAN_TENSOR, true>, g, b, s, pdl, args..., rows)
+                  : launch_ex(quant_rows_warp_kernel<MOE_GRAN_TENSOR, false>, g, b, s, pdl, args..., rows);
+    }
     const unsigned block = quant_threads(sp, cols, rows);
     const dim3 grid = quant_grid(sp, cols, rows, block);
     switch (sp.gran) {
@@ -559,9 +656,17 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
     template <int EPI> static constexpr bool EW = WS && BM == 128 && QS < fx::QS_W4_INT &&
                                                   (std::is_same<T, __nv_fp8_e4m3>::value ||
                                                    (std::is_same<T, __nv_bfloat16>::value && EPI == fx::EPI_GATED));
+    /* the e4m3 128-row tiles with epilogue scales also promote every two k tiles (plan.promote_k 256,
+     * g.promote_tiles 2; NOTES.md v47) */
+    static constexpr bool PT2 = WS && BM == 128 && std::is_same<T, __nv_fp8_e4m3>::value && QS == fx::QS_EPILOGUE;
     template <int EPI> static cudaError_t prepare()
     {
         cudaError_t ce = cudaSuccess;
+        if constexpr (PT2) {
+            ce = fx::gemm_ws_prepare<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS, false, 2>();
+            if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ew_stages<BN>::v, EPI, QS, true, 2>();
+            if (ce != cudaSuccess) return ce;
+        }
         if constexpr (ONE) ce = fx::gemm_prepare<T, BM, BN, WM, WN, ST, EPI, WG, QS>();
         if constexpr (WS)
             if (ce == cudaSuccess) ce = fx::gemm_ws_prepare<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS>();
@@ -575,6 +680,10 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
     {
         if constexpr (DWS)
             if (ws == WS_DECODE1 || ws == WS_DECODE2) return fx::swp_launch<T, BM, EPI, QS>(g, max_blocks, n_cols, s, ws - WS_DECODE1 + 1);
+        if constexpr (PT2)
+            if (g.promote_tiles == 2 && ws != WS_OFF)
+                return ws == WS_EPI_WG ? fx::gemm_ws_launch<T, BM, BN, ew_stages<BN>::v, EPI, QS, true, 2>(g, max_blocks, n_cols, s, true)
+                                       : fx::gemm_ws_launch<T, BM, BN, ws_stages<BM, ST>::v, EPI, QS, false, 2>(g, max_blocks, n_cols, s, true);
         if constexpr (EW<EPI>)
             if (ws == WS_EPI_WG) return fx::gemm_ws_launch<T, BM, BN, ew_stages<BN>::v, EPI, QS, true>(g, max_blocks, n_cols, s, true);
         if constexpr (WS)
@@ -967,6 +1076,15 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * the pad rows' slab skip their MMAs (fast_ws.cuh, fast_gemm.cuh; NOTES.md v21: same-binary 1.7%,
      * gpt-oss-120b bf16 M = 1024 5-7% and w4a16_g128 M = 1024 3-12% faster than v20). MOE_FX_PADSKIP=0: never */
     plan->pad_skip = env_flag("MOE_FX_PADSKIP", 1);
+    /* fp8 per tensor / per channel on the persistent 128-row tiles: the e4m3 sums promoted every two k tiles
+     * (one wgmma wait a pair; fast.h plan.promote_k) where a GEMM runs without the epilogue warpgroup, whose
+     * consumers wait on their own promotions (NOTES.md v47, same binary on an H100, MOE_FX_PROMOK alternated,
+     * two rounds: Qwen3-30B-A3B M = 4096 / 16384 3-4%, DeepSeek-V3 1.5-6%, gpt-oss-120b per tensor 3.5-5%
+     * faster; with the warpgroup on both GEMMs (Mixtral-8x7B) within -0.6 / +0.7%, so it keeps 128, the
+     * tighter bound). MOE_FX_PROMOK=128 / 256 in the environment overrides */
+    const char *pk = getenv("MOE_FX_PROMOK");
+    const int pk2 = kind == KIND_FP8 && plan->persistent && plan->bm1 == 128 && (epi_wg_runs(plan) & 3) != 3;
+    plan->promote_k = pk ? (atoi(pk) == 256 ? 256 : 128) : pk2 ? 256 : 128;
     /* the next kernel may start while GEMM1 runs only when GEMM1's CTAs fit
      * in one wave of two per SM (NOTES.md, v7): with more waves its waiting
      * CTAs would hold slots GEMM1 still needs */
@@ -1083,6 +1201,8 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (plan->weight_promo != 0 && plan->weight_promo != 128 && plan->weight_promo != 256)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.weight_promo %d: the rule is 0, 128 or 256 (bytes)",
                         plan->weight_promo);
+    if (plan->promote_k != 128 && plan->promote_k != 256)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.promote_k %d: the rule is 128 or 256 (products)", plan->promote_k);
     if (plan->weight_tiled != 0 && plan->weight_tiled != 1)
         return moe_fail(MOE_ERR_INVALID_ARG, "fx_forward: plan.weight_tiled %d: the rule is 0 or 1", plan->weight_tiled);
     const int tiled = plan->weight_tiled && plan->tma && !is_w4(kind);
@@ -1110,6 +1230,7 @@ extern "C" moe_status moe_cuda_fx_forward(const moe_cuda_fx_problem *p, const mo
     if (scaled) g1.w_scale = a->w1_scale;
     if (tensor) g1.amax_out = w.amax + 1;
     g1.tile_next = w.tiles, g1.b_tma = plan->tma, g1.b_promo = plan->weight_promo, g1.E = p->E, g1.pad_skip = plan->pad_skip;
+    g1.promote_tiles = plan->promote_k / 128;
     g1.w_tiled = tiled ? a->w1_tiled : NULL;
     if (plan->slot_layout) g1.slot_ids = a->topk_ids, g1.row_of_slot = w.L.row_of_slot, g1.slot_bm = plan->bm1, g1.slot_write = 1;
     /* GEMM1, GEMM2 and the combine are programmatic dependents of the
@@ -1266,6 +1387,8 @@ extern "C" moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const
          * 128x128, the swapped decode tiles) take 32 a step */
         m.k_step = 16;
         if (plan->bm1 >= 64 || plan->swapped) m.k_step = 32, m.acc_bits = 14, m.promote_k = 128;
+        /* the persistent 128-row tiles with epilogue scales promote every plan.promote_k (fast_ws.cuh) */
+        if (k == KIND_FP8 && plan->persistent && plan->bm1 == 128) m.promote_k = plan->promote_k;
     }
     /* the matrix-vector kernels (plan.gemv): mma.sync steps of 16 over the whole k chain, whatever tile form the
      * plan names beside them (both GEMVs' parts of K, at most ceil(K / 128) of them, and the block scheme's

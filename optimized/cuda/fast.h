@@ -179,6 +179,14 @@ typedef struct {
                              * the persistent 64 / 128-row tiles (plan.persistent) read the row-major boxes
                              * whatever it says. MOE_FX_TILED=0 / 1 in the environment: never / every other TMA
                              * tile; a caller may set or clear it */
+    int promote_k;          /* e4m3 products between the f32 promotions of the sums on the persistent 128-row tiles
+                             * of fp8 per tensor / per channel (fast_ws.cuh): 128 (one k tile) or 256 (two k
+                             * tiles, one wgmma wait a pair); the block scheme (its scales change every k tile)
+                             * and the other e4m3 tiles promote every 128 whatever this says. The results change
+                             * within the model's bound (moe_cuda_fx_model's promote_k follows it). plan_make
+                             * sets 256 where a GEMM of such a plan runs without the epilogue warpgroup (NOTES.md
+                             * v47), else 128; MOE_FX_PROMOK=128 / 256 in the environment overrides its choice;
+                             * a caller may set either; fx_forward refuses other values */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;
 
@@ -228,7 +236,8 @@ moe_status moe_cuda_fx_fetch(const moe_cuda_fx_problem *p, const moe_cuda_fx_pla
 /* The tensor-core accumulation of the plan's tiles, as the judge models
  * it (fused_judge.h): mma.sync bf16 / e4m3 steps keep an f32-wide aligned
  * sum (measured on H200: check_gpu_fast's mma_steps_within_model, NOTES.md), e4m3 wgmma steps 14 bits
- * (e8m13, truncated) and promote every 128 k, int8 is exact, int4 on decode
+ * (e8m13, truncated) and promote every 128 k (plan.promote_k on the persistent 128-row tiles of fp8 per
+ * tensor / per channel), int8 is exact, int4 on decode
  * tiles scales the group sums (dev 2^-8 from WEIGHT_TO_ACT's rounding). */
 moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan);
 

@@ -99,6 +99,7 @@ struct gemm_params {
                                   * moe_cuda_fx_tile_weights), the TMA boxes' source; w stays the copies'. NULL: w */
     int b_promo;                 /* weight_map's L2 promotion, bytes: 0 (none), 128 or 256 (fast.h plan.weight_promo) */
     int pad_skip;                /* row slabs of a block that hold only pads skip their MMAs (fast.h plan.pad_skip) */
+    int promote_tiles;           /* gemm_ws_kernel's e4m3 tiles with epilogue scales: k tiles a promotion, 1 or 2 (fast.h plan.promote_k) */
     /* the slot layout (fast.h, M = 1): block b holds slot b alone in its row b * slot_bm (the other rows pads),
      * expert slot_ids[b] (outside [0, E): no rows); sorted, block_expert and num_blocks are not read, GEMM1
      * (slot_write) writes them and row_of_slot for the kernels after it */

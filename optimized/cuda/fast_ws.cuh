@@ -1,5 +1,6 @@
 /* The warp-specialized persistent form of the 128-row wgmma tiles (bf16
- * 128 x 256; e4m3 128 x 128 with promotion), NOTES.md v13, and of the
+ * 128 x 256; e4m3 128 x 128 with promotion every k tile, or every two for
+ * epilogue scales at PT = 2: plan.promote_k, NOTES.md v47), NOTES.md v13, and of the
  * 64-row one (64 x 128, one consumer warpgroup, 8 stages; v20: plan_make
  * takes it for bf16 only, where the producer running into the next tile
  * during the consumer's epilogue gained 1-5%; e4m3's single consumer
@@ -144,7 +145,7 @@ template <int EPI, int QS, bool HB = false> struct ew_regs {
     static_assert(producer * 128 + epilogue * 128 + consumer * 256 <= 65536, "one SM's registers");
 };
 
-template <class T, int BM, int BN, int STAGES, int EPI, int QS, bool EW>
+template <class T, int BM, int BN, int STAGES, int EPI, int QS, bool EW, int PT>
 __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>::NT, 1)
     gemm_ws_kernel(const gemm_params p, const __grid_constant__ CUtensorMap wmap)
 {
@@ -161,6 +162,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
     static_assert(!HB || (EPI == EPI_GATED && QS == QS_EPILOGUE && !PROMO && sizeof(TO) == 2),
                   "sums handed over rounded: GATED without epilogue scales (gemm_ws_launch refuses w_scale)");
     static_assert(sizeof(T) == 2 || PROMO, "ws tiles: bf16 / f16 or e4m3");
+    static_assert(PT == 1 || (PT == 2 && PROMO && QS == QS_EPILOGUE), "two k tiles a promotion: e4m3 with epilogue scales");
     static_assert(QS == QS_EPILOGUE || (QS == QS_KTILE && PROMO) || (W4 && std::is_same<T, __nv_bfloat16>::value && BM == 128),
                   "ws tiles: epilogue or k-tile scales; 4-bit codes on bf16's 128-row tile");
     extern __shared__ __align__(128) unsigned char smem[];
@@ -416,7 +418,33 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
             } else {
                 ktile_promote<C, EPI, QS> kp;
                 kp.init(p, row0, nt, e, cw, 0, lane);
-                for (int kt = 0; kt < KT; kt++, it++) {
+                /* stage s's k tile into part (e4m3): its wait, the proxy fence, four wgmmas (sums from
+                 * zero where first) */
+                auto issue = [&](float *part, int s, int ph, bool first) {
+                    mbar_wait(full0 + 8 * s, ph);
+                    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                    const uint32_t sa = sbase + s * W::STAGE_BYTES, sb = sa + BM * 128;
+                    const uint64_t da = smem_desc(sa + (cw / 4) * 64 * 128), db = smem_desc(sb);
+                    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                    for (int kk = 0; kk < 4; kk++) wgmma_tile<T, BN>(part, da + 2 * kk, db + 2 * kk, !first || kk > 0);
+                };
+                int kt = 0;
+                if constexpr (PT == 2) {
+                    /* two k tiles a promotion (NOTES.md v47): their e4m3 sums in one part, one wait a
+                     * pair, both stages released after it; the loops carry no wait in a branch (ptxas
+                     * serializes wgmmas around one: C7518). An odd last k tile goes to the loop below */
+                    for (; kt + 1 < KT; kt += 2, it += 2) {
+                        float part[C::NF * 4];
+                        issue(part, it % STAGES, (it / STAGES) & 1, true);
+                        issue(part, (it + 1) % STAGES, ((it + 1) / STAGES) & 1, false);
+                        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                        if (lane == 0) mbar_arrive(empty0 + 8 * (it % STAGES)), mbar_arrive(empty0 + 8 * ((it + 1) % STAGES));
+                        kp.apply(acc, part, kp.fetch(p, kt));
+                    }
+                }
+                for (; kt < KT; kt++, it++) {
                     const int s = it % STAGES;
                     /* the k tile's scales (QS_KTILE) in flight under the stage's wait and wgmma */
                     const auto sc = kp.fetch(p, kt);
@@ -457,16 +485,16 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
     }
 }
 
-template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0, bool EW = false> cudaError_t gemm_ws_prepare()
+template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0, bool EW = false, int PT = 1> cudaError_t gemm_ws_prepare()
 {
-    return cudaFuncSetAttribute(gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS, EW>,
+    return cudaFuncSetAttribute(gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS, EW, PT>,
                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>::SMEM);
 }
 
 /* one CTA an SM (at most the tile count's upper bound); pdl: launched as
  * a programmatic dependent of the kernel before it; p.b_tma: the weight
  * map is encoded here (host only, no device work: graph-capturable) */
-template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0, bool EW = false>
+template <class T, int BM, int BN, int STAGES, int EPI, int QS = 0, bool EW = false, int PT = 1>
 cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cudaStream_t s, bool pdl)
 {
     if (!p.tile_next) return cudaErrorInvalidValue; /* the tile counter is the schedule */
@@ -492,7 +520,7 @@ cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cud
     CUtensorMap wmap;
     const cudaError_t ce = launch_map<T, BN, EPI>(q, &wmap);
     if (ce != cudaSuccess) return ce;
-    return cudaLaunchKernelEx(&lc, gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS, EW>, q, wmap);
+    return cudaLaunchKernelEx(&lc, gemm_ws_kernel<T, BM, BN, STAGES, EPI, QS, EW, PT>, q, wmap);
 }
 
 } // namespace fx

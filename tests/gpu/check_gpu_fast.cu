@@ -897,14 +897,39 @@ END_TEST
  * eagerly: x's quantization lets the align start early (a programmatic
  * edge that only the 8-bit schemes have, fast.cu), at M = 1 it does not
  * (no align); one case of each */
-/* x's codes and scales where rows hold a NaN, an infinity or only zeros:
- * those groups take the reference's element step in quant_rows_kernel (the
- * fast step refuses them, fast_qstep.cuh), the others the fast one; both
- * against the host's moe_ref_quantize, bit for bit */
+static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan,
+                          const void *ws, const void *dout, const moe_fused_inputs *in);
+
+/* 24 tokens: a CTA a row (quant_rows_kernel); 4 096 tokens of 512 columns:
+ * a warp a row (quant_rows_warp_kernel, ROW / TENSOR from 4 096 rows of at
+ * most 2 048 columns; fast.cu), x's specials the same; h's 8 192 rows of
+ * that case also take it: a forward without specials judged stage by stage
+ * (fused.quant_x and fused.quant_h are EXACT against the reference's
+ * quantization) */
+static void quant_special_case(moe_scheme sc, const fcase *cp);
+
 START_TEST(quant_special_rows)
 {
-    const moe_scheme sc = Q8_SCHEMES[_i];
-    const fcase c = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0};
+    const fcase small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0}, big = {4096, 8, 2, 512, 256, MOE_ACT_SILU, 0};
+    quant_special_case(Q8_SCHEMES[_i], &small);
+    quant_special_case(Q8_SCHEMES[_i], &big);
+    q8prob f;
+    q8prob_make(&big, Q8_SCHEMES[_i], 951, 0, &f);
+    free(q8_run(&f));
+    moe_fused_inputs in = {&f.x, &f.ids, &f.w, &f.w1q, &f.w1s, &f.w2q, &f.w2s};
+    judge_forward(moe_scheme_name(Q8_SCHEMES[_i]), 0, &f.p, &f.plan, f.ws, f.dout, &in);
+    q8prob_free(&f);
+}
+END_TEST
+
+/* x's codes and scales where rows hold a NaN, an infinity or only zeros:
+ * those groups take the reference's element step in quant_rows_kernel or
+ * quant_rows_warp_kernel (the fast step refuses them, fast_qstep.cuh), the
+ * others the fast one; both against the host's moe_ref_quantize, bit for
+ * bit */
+static void quant_special_case(moe_scheme sc, const fcase *cp)
+{
+    const fcase c = *cp;
     q8prob f;
     q8prob_make(&c, sc, 950, 0, &f);
     uint16_t *xb = (uint16_t *)f.x.data;
@@ -931,8 +956,8 @@ START_TEST(quant_special_rows)
     for (size_t i = 0; i < nq; i++)
         if (gq[i] != ((uint8_t *)q.data)[i] && !bad++) first = i;
     const int sbad = memcmp(gs, sc_t.data, ns) != 0;
-    printf("quant special rows %s: %zu codes, %zu differ from the reference's; scales %s\n", moe_scheme_name(sc), nq, bad,
-           sbad ? "differ" : "the same bits");
+    printf("quant special rows %s M %d: %zu codes, %zu differ from the reference's; scales %s\n", moe_scheme_name(sc), c.M,
+           nq, bad, sbad ? "differ" : "the same bits");
     ck_assert_msg(bad == 0, "%s: %zu codes differ (first at row %zu col %zu: 0x%02x, reference 0x%02x)", moe_scheme_name(sc),
                   bad, first / H, first % H, gq[first], ((uint8_t *)q.data)[first]);
     ck_assert_msg(!sbad, "%s: x's scales differ from the reference's", moe_scheme_name(sc));
@@ -940,7 +965,6 @@ START_TEST(quant_special_rows)
     free(gq), free(gs);
     q8prob_free(&f);
 }
-END_TEST
 
 START_TEST(fused_q8_graph_capture)
 {
@@ -1494,7 +1518,7 @@ START_TEST(persistent_matches_one_cta)
          * weights on both */
         const int want = env ? strcmp(env, "0") != 0 : c->expect_bm == 128 || sc == MOE_SCHEME_BF16;
         const int want_tma = !(tenv && !strcmp(tenv, "0"));
-        uint16_t *o_tma, *o_cp, *o_one, *o_ew0 = NULL, *o_ew1 = NULL;
+        uint16_t *o_tma, *o_cp, *o_one, *o_ew0 = NULL, *o_ew1 = NULL, *o_p2 = NULL, *o_p2b = NULL, *o_p2c = NULL;
         moe_cuda_fx_plan plan;
         if (sc == MOE_SCHEME_BF16) {
             fprob f;
@@ -1532,7 +1556,22 @@ START_TEST(persistent_matches_one_cta)
             /* these K (1200-1280, 640-656) are under 32 k tiles: only the block scheme's plan has it */
             const int want_ew = ew ? atoi(ew) & 3 : sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128 ? 3 : 0;
             ck_assert_int_eq(f.plan.epi_wg, f.plan.persistent && c->expect_bm == 128 ? want_ew : 0);
+            /* plan_make's promotion (fast.cu, v47): every two k tiles on per tensor / per channel where a GEMM
+             * runs without the epilogue warpgroup (all of these K), else 128 */
+            const int fp8 = sc != MOE_SCHEME_FP8_WBLOCK128_AGROUP128, pk = getenv("MOE_FX_PROMOK") ? atoi(getenv("MOE_FX_PROMOK")) : 0;
+            const int p2 = fp8 && f.plan.persistent && c->expect_bm == 128 && (f.plan.epi_wg & 3) != 3;
+            ck_assert_int_eq(f.plan.promote_k, pk == 256 || (!pk && p2) ? 256 : 128);
+            if (fp8 && c->expect_bm == 128) {
+                /* two k tiles a promotion: other sums than one CTA a tile's (which promotes every k tile), the
+                 * same across the persistent forms, and the model follows the plan */
+                f.plan.persistent = 1, f.plan.tma = 1, f.plan.epi_wg = 3, f.plan.promote_k = 256, o_p2 = q8_run(&f);
+                ck_assert_int_eq(moe_cuda_fx_model(&f.p, &f.plan).promote_k, 256);
+                f.plan.epi_wg = 0, o_p2b = q8_run(&f);
+                f.plan.tma = 0, o_p2c = q8_run(&f);
+            }
+            f.plan.promote_k = 128; /* the forms below against one CTA a tile: the same promotions */
             f.plan.persistent = 1, f.plan.tma = 1, f.plan.epi_wg = c->expect_bm == 128 ? 3 : 0, o_tma = q8_run(&f);
+            ck_assert_int_eq(moe_cuda_fx_model(&f.p, &f.plan).promote_k, 128);
             f.plan.tma = 0, o_cp = q8_run(&f);
             if (c->expect_bm == 128) {
                 f.plan.epi_wg = 0, f.plan.tma = 1, o_ew0 = q8_run(&f);
@@ -1546,6 +1585,15 @@ START_TEST(persistent_matches_one_cta)
         same_bits(moe_scheme_name(sc), "persistent (cp.async weights)", o_cp, o_one, n);
         if (o_ew0) same_bits(moe_scheme_name(sc), "persistent without the epilogue warpgroup", o_ew0, o_one, n);
         if (o_ew1) same_bits(moe_scheme_name(sc), "persistent with GEMM1's epilogue warpgroup", o_ew1, o_one, n);
+        if (o_p2) { /* against the first form at 256 (same_bits frees its first argument) */
+            same_bits(moe_scheme_name(sc), "persistent at promote_k 256 without the epilogue warpgroup", o_p2b, o_p2, n);
+            same_bits(moe_scheme_name(sc), "persistent at promote_k 256 with cp.async weights", o_p2c, o_p2, n);
+            size_t diff = 0;
+            for (size_t i = 0; i < n; i++) diff += o_p2[i] != o_one[i];
+            printf("persistent %s: promote_k 256, its three forms bit-identical; %zu of %zu outputs differ from "
+                   "promote_k 128's\n", moe_scheme_name(sc), diff, n);
+            free(o_p2);
+        }
         printf("persistent %s: M %d H %d I %d, plan bm %d bn %d/%d, %zu outputs of %s forms bit-identical to one CTA "
                "a tile\n",
                moe_scheme_name(sc), c->M, c->H, c->I, plan.bm1, plan.bn1, plan.bn2, n,
@@ -2458,9 +2506,11 @@ static void add_tests(Suite *s)
     TCase *tq = gpu_tcase(s, "q8", 900);
     tcase_add_loop_test(tq, fused_q8_matches_host, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     tcase_add_loop_test(tq, fused_q8_graph_capture, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
-    tcase_add_loop_test(tq, quant_special_rows, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=encode: the activation quantization's hardware e4m3 encoding, all 2^32 f32, and its fast element
      * step, every bf16 pair (seconds) */
+    /* x's and h's codes on both quantization forms (a CTA a row, a warp a row), exact */
+    TCase *tr = gpu_tcase(s, "qrows", 300);
+    tcase_add_loop_test(tr, quant_special_rows, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     TCase *te = gpu_tcase(s, "encode", 300);
     tcase_add_test(te, e4m3_encode_exhaustive);
     tcase_add_test(te, silu_fast_exhaustive);
