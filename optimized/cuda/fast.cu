@@ -26,6 +26,7 @@ using fx::warp_stats;
 using fx::with_form;
 
 const int ALIGN_THREADS = 1024; /* one CTA: E <= 1024 counters in shared memory */
+constexpr int ALIGN_SPLIT_CTAS = 32; /* the split align's CTAs (align_count_kernel, fast.h's layout part) */
 
 size_t up256(size_t b) { return (b + 255) & ~(size_t)255; }
 
@@ -64,6 +65,52 @@ __device__ int block_excl_scan(int v, int *warp_tot, int *total)
  * global round trips a thread (ncu on an H100, Qwen3-30B-A3B M = 4096, 32 768
  * slots: 56 us, against 9 us for Mixtral-8x7B's 8 192; NOTES.md v47) */
 constexpr int ALIGN_BATCH = 8;
+
+/* The passes of both forms over slots [lo, hi), blockDim.x threads from
+ * lo + tid: the counts into cnt[E]; the rows (expert e's rows from boff[e]
+ * blocks, then base[e] when the form has one, then the atomic order);
+ * expert e's block entries and pad rows. */
+__device__ __forceinline__ void ids_batch(const int32_t *ids, int i0, int hi, int (&e)[ALIGN_BATCH])
+{
+#pragma unroll
+    for (int j = 0; j < ALIGN_BATCH; j++) e[j] = i0 + j * (int)blockDim.x < hi ? ids[i0 + j * blockDim.x] : -1;
+}
+__device__ void count_slots(const int32_t *ids, int lo, int hi, int E, int *cnt)
+{
+    for (int i0 = lo + (int)threadIdx.x; i0 < hi; i0 += ALIGN_BATCH * blockDim.x) {
+        int e[ALIGN_BATCH];
+        ids_batch(ids, i0, hi, e);
+#pragma unroll
+        for (int j = 0; j < ALIGN_BATCH; j++)
+            if (e[j] >= 0 && e[j] < E) atomicAdd(&cnt[e[j]], 1);
+    }
+}
+__device__ void place_slots(const int32_t *ids, int lo, int hi, int E, int bm, const int *boff, const int *base, int *fill,
+                            const moe_cuda_fx_layout &L)
+{
+    for (int i0 = lo + (int)threadIdx.x; i0 < hi; i0 += ALIGN_BATCH * blockDim.x) {
+        int e[ALIGN_BATCH];
+        ids_batch(ids, i0, hi, e);
+#pragma unroll
+        for (int j = 0; j < ALIGN_BATCH; j++) {
+            const int i = i0 + j * blockDim.x;
+            if (i >= hi) break;
+            int r = -1;
+            if (e[j] >= 0 && e[j] < E) {
+                r = boff[e[j]] * bm + (base ? base[e[j]] : 0) + atomicAdd(&fill[e[j]], 1);
+                L.sorted[r] = i;
+            }
+            L.row_of_slot[i] = r;
+        }
+    }
+}
+__device__ void expert_rows(int e, int c, int off, int bm, const moe_cuda_fx_layout &L)
+{
+    const int nb = (c + bm - 1) / bm;
+    for (int b = 0; b < nb; b++) L.block_expert[off + b] = e;
+    for (int r = (off * bm) + c; r < (off + nb) * bm; r++) L.sorted[r] = -1;
+}
+
 __global__ void __launch_bounds__(ALIGN_THREADS) align_kernel(const int32_t *ids, int n, int E, int bm,
                                                                moe_cuda_fx_layout L)
 {
@@ -71,20 +118,9 @@ __global__ void __launch_bounds__(ALIGN_THREADS) align_kernel(const int32_t *ids
     __shared__ int warp_tot[32], total;
     int *cnt = sh, *fill = sh + E, *boff = sh + 2 * E;
     const int tid = threadIdx.x;
-    /* slot i0 + j * blockDim.x's id for j < ALIGN_BATCH (-1 past n) */
-    auto batch = [&](int i0, int (&e)[ALIGN_BATCH]) {
-#pragma unroll
-        for (int j = 0; j < ALIGN_BATCH; j++) e[j] = i0 + j * (int)blockDim.x < n ? ids[i0 + j * blockDim.x] : -1;
-    };
     for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0, fill[e] = 0;
     __syncthreads();
-    for (int i0 = tid; i0 < n; i0 += ALIGN_BATCH * blockDim.x) {
-        int e[ALIGN_BATCH];
-        batch(i0, e);
-#pragma unroll
-        for (int j = 0; j < ALIGN_BATCH; j++)
-            if (e[j] >= 0 && e[j] < E) atomicAdd(&cnt[e[j]], 1);
-    }
+    count_slots(ids, 0, n, E, cnt);
     __syncthreads();
     const int c = tid < E ? cnt[tid] : 0, nb = (c + bm - 1) / bm;
     const int off = block_excl_scan(nb, warp_tot, &total);
@@ -92,30 +128,72 @@ __global__ void __launch_bounds__(ALIGN_THREADS) align_kernel(const int32_t *ids
         boff[tid] = off;
         L.counts[tid] = c;
         L.offsets[tid] = off * bm;
-        for (int b = 0; b < nb; b++) L.block_expert[off + b] = tid;
-        for (int r = (off * bm) + c; r < (off + nb) * bm; r++) L.sorted[r] = -1;
+        expert_rows(tid, c, off, bm, L);
     }
     if (tid == 0) L.offsets[E] = total * bm, *L.num_blocks = total;
     __syncthreads();
-    for (int i0 = tid; i0 < n; i0 += ALIGN_BATCH * blockDim.x) {
-        int e[ALIGN_BATCH];
-        batch(i0, e);
-#pragma unroll
-        for (int j = 0; j < ALIGN_BATCH; j++) {
-            const int i = i0 + j * blockDim.x;
-            if (i >= n) break;
-            int r = -1;
-            if (e[j] >= 0 && e[j] < E) {
-                r = boff[e[j]] * bm + atomicAdd(&fill[e[j]], 1);
-                L.sorted[r] = i;
-            }
-            L.row_of_slot[i] = r;
-        }
-    }
+    place_slots(ids, 0, n, E, bm, boff, NULL, fill, L);
     /* launched as a dependent of x's quantization (8-bit schemes), this
      * grid ran beside it; it ends only once that grid has, so the GEMM1
      * that waits for this grid reads x's codes too (else returns at once) */
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+/* From ALIGN_SPLIT_MIN slots the counting sort runs on ALIGN_SPLIT_CTAS
+ * CTAs in two kernels: with one CTA, 32 768 slots (Qwen3-30B-A3B and
+ * DeepSeek-V3 at M = 4096) took 47-58 us under ncu on an H100 after its
+ * loads were batched, bound by the one SM's 65 536 shared atomics and
+ * scattered stores (NOTES.md v48). align_count_kernel: each CTA counts its
+ * chunk of the slots by expert into part[CTA][E]. align_place_kernel: each
+ * CTA sums part into the experts' counts and its own base within each
+ * expert (the counts of the CTAs before it), scans the padded block counts
+ * as align_kernel does, and places its chunk (the rows of an expert: its
+ * offset, the CTA's base, then the atomic order inside the CTA; where a row
+ * lands changes no result); CTA 0 writes counts, offsets and num_blocks,
+ * and the experts' block_expert entries and pad rows are spread over the
+ * CTAs. The same layout contract as align_kernel. */
+constexpr int ALIGN_SPLIT_MIN = 8192;
+__global__ void __launch_bounds__(ALIGN_THREADS) align_count_kernel(const int32_t *ids, int n, int E, int32_t *part)
+{
+    extern __shared__ int cnt[];
+    const int tid = threadIdx.x, chunk = (n + ALIGN_SPLIT_CTAS - 1) / ALIGN_SPLIT_CTAS;
+    const int lo = blockIdx.x * chunk, hi = min(n, lo + chunk);
+    for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
+    __syncthreads();
+    count_slots(ids, lo, hi, E, cnt);
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x) part[blockIdx.x * E + e] = cnt[e];
+    /* align_kernel's: launched as a dependent of x's quantization, it ends only once that grid has */
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
+
+__global__ void __launch_bounds__(ALIGN_THREADS) align_place_kernel(const int32_t *ids, int n, int E, int bm,
+                                                                     moe_cuda_fx_layout L)
+{
+    extern __shared__ int sh[]; /* base[E], fill[E], boff[E] */
+    __shared__ int warp_tot[32], total;
+    int *base = sh, *fill = sh + E, *boff = sh + 2 * E;
+    const int tid = threadIdx.x, chunk = (n + ALIGN_SPLIT_CTAS - 1) / ALIGN_SPLIT_CTAS;
+    const int lo = blockIdx.x * chunk, hi = min(n, lo + chunk);
+    asm volatile("griddepcontrol.wait;\n" ::: "memory"); /* part: align_count_kernel's */
+    int c = 0;
+    if (tid < E) {
+        int b = 0;
+        for (int g = 0; g < ALIGN_SPLIT_CTAS; g++) {
+            const int v = L.part[g * E + tid];
+            c += v, b += g < (int)blockIdx.x ? v : 0;
+        }
+        base[tid] = b, fill[tid] = 0;
+    }
+    const int off = block_excl_scan((c + bm - 1) / bm, warp_tot, &total);
+    if (tid < E) {
+        boff[tid] = off;
+        if (blockIdx.x == 0) L.counts[tid] = c, L.offsets[tid] = off * bm;
+        if (tid % ALIGN_SPLIT_CTAS == (int)blockIdx.x) expert_rows(tid, c, off, bm, L);
+    }
+    if (tid == 0 && blockIdx.x == 0) L.offsets[E] = total * bm, *L.num_blocks = total;
+    __syncthreads();
+    place_slots(ids, lo, hi, E, bm, boff, base, fill, L);
 }
 
 /* 16-byte vectors: H % 8 == 0 (2-byte elements) */
@@ -849,7 +927,7 @@ extern "C" size_t moe_cuda_fx_layout_bytes(int M, int topk, int E, int bm)
 {
     const size_t cap = (size_t)moe_cuda_fx_layout_cap(M, topk, E, bm), n = (size_t)M * topk;
     return up256(cap * 4) + up256(cap / bm * 4) + up256((size_t)E * 4) + up256((size_t)(E + 1) * 4) + up256(n * 4) +
-           up256(4);
+           up256(4) + up256((size_t)ALIGN_SPLIT_CTAS * E * 4);
 }
 
 extern "C" void moe_cuda_fx_layout_carve(void *ws, int M, int topk, int E, int bm, moe_cuda_fx_layout *L)
@@ -862,7 +940,8 @@ extern "C" void moe_cuda_fx_layout_carve(void *ws, int M, int topk, int E, int b
     L->counts = (int32_t *)c, c += up256((size_t)E * 4);
     L->offsets = (int32_t *)c, c += up256((size_t)(E + 1) * 4);
     L->row_of_slot = (int32_t *)c, c += up256(n * 4);
-    L->num_blocks = (int32_t *)c;
+    L->num_blocks = (int32_t *)c, c += up256(4);
+    L->part = (int32_t *)c;
 }
 
 /* pdl: a programmatic dependent of the kernel before it, which must not
@@ -872,8 +951,17 @@ static moe_status align_launch(const int32_t *topk_ids, int M, int topk, int E, 
 {
     if (E < 1 || E > ALIGN_THREADS) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_align: E = %d, the rule is 1 <= E <= %d", E, ALIGN_THREADS);
     if (bm < 1) return moe_fail(MOE_ERR_INVALID_ARG, "fx_align: bm = %d, must be >= 1", bm);
+    const int n = M * topk;
+    if (n >= ALIGN_SPLIT_MIN) { /* two kernels on ALIGN_SPLIT_CTAS CTAs, the second a programmatic dependent */
+        cudaError_t ce = launch_sm(align_count_kernel, ALIGN_SPLIT_CTAS, ALIGN_THREADS, E * sizeof(int), S(stream), pdl,
+                                   topk_ids, n, E, L->part);
+        if (ce == cudaSuccess)
+            ce = launch_sm(align_place_kernel, ALIGN_SPLIT_CTAS, ALIGN_THREADS, 3 * E * sizeof(int), S(stream), true, topk_ids,
+                           n, E, bm, *L);
+        return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx align_count_kernel / align_place_kernel");
+    }
     const cudaError_t ce = launch_sm(align_kernel, 1, ALIGN_THREADS, 3 * E * sizeof(int), S(stream), pdl, topk_ids,
-                                     M * topk, E, bm, *L);
+                                     n, E, bm, *L);
     return ce == cudaSuccess ? MOE_OK : moe_cu_fail(ce, "fx align_kernel");
 }
 

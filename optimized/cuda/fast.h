@@ -269,9 +269,10 @@ moe_status moe_cuda_fx_run_traced(const moe_fused_problem *p, const moe_fused_in
  *   offsets[E + 1]       first padded row of each expert; offsets[E] = rows used
  *   row_of_slot[M*topk]  padded row of each slot
  *   num_blocks[1]        row blocks used
+ *   part[32 * E]         scratch: the split align's counts, 32 CTAs' (from 8 192 slots; fast.cu)
  * cap = moe_cuda_fx_layout_cap(...) rows, nblk = cap / bm. */
 typedef struct {
-    int32_t *sorted, *block_expert, *counts, *offsets, *row_of_slot, *num_blocks;
+    int32_t *sorted, *block_expert, *counts, *offsets, *row_of_slot, *num_blocks, *part;
     int cap, nblk;
 } moe_cuda_fx_layout;
 

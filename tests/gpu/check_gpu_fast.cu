@@ -1922,6 +1922,82 @@ START_TEST(tiled_weights_layout)
 }
 END_TEST
 
+/* moe_cuda_fx_align's layout against its contract (fast.h), checked on the
+ * host: one CTA below 8 192 slots, the split counting sort (two kernels on
+ * 32 CTAs, fast.cu) from there; uniform ids, nearly all on one expert, and
+ * ids outside [0, E) (left out: row_of_slot -1); bm 16, 64 and 128, E 8 to
+ * 1 024. Each in-range slot's row lies in its expert's rows and holds it
+ * back (sorted[row_of_slot[i]] == i, so no row is taken twice), the rows
+ * past an expert's count to its padded end are -1, the blocks name their
+ * expert, counts / offsets / num_blocks are the host's. */
+START_TEST(align_layout_contract)
+{
+    static const struct {
+        int M, topk, E, bm, mode; /* mode 0 uniform, 1 one expert, 2 out-of-range ids */
+    } cs[] = {{1000, 8, 256, 128, 0}, {1023, 8, 128, 16, 2}, {1024, 8, 128, 128, 0}, {4096, 8, 256, 16, 0},
+              {4096, 2, 8, 128, 1},   {5000, 4, 64, 64, 2},  {16384, 8, 256, 128, 0}, {3000, 3, 1024, 128, 0}};
+    for (size_t ci = 0; ci < sizeof cs / sizeof cs[0]; ci++) {
+        const int M = cs[ci].M, k = cs[ci].topk, E = cs[ci].E, bm = cs[ci].bm, n = M * k;
+        int32_t *ids = (int32_t *)malloc((size_t)n * 4);
+        uint32_t st = 12345u + (uint32_t)ci;
+        for (int i = 0; i < n; i++) {
+            st = st * 1664525u + 1013904223u;
+            const int u = (int)(st >> 8);
+            ids[i] = cs[ci].mode == 1 ? (i % 7 ? 3 : 5) : cs[ci].mode == 2 && u % 11 == 0 ? (u % 2 ? -1 : E) : u % E;
+        }
+        const size_t bytes = moe_cuda_fx_layout_bytes(M, k, E, bm);
+        void *ws = NULL, *dids = NULL;
+        ck_assert_int_eq(cudaMalloc(&ws, bytes), cudaSuccess);
+        ck_assert_int_eq(cudaMalloc(&dids, (size_t)n * 4), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(dids, ids, (size_t)n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        moe_cuda_fx_layout L;
+        moe_cuda_fx_layout_carve(ws, M, k, E, bm, &L);
+        ck_assert_msg(moe_cuda_fx_align((const int32_t *)dids, M, k, E, bm, &L, NULL) == MOE_OK, "%s", moe_last_error());
+        ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+        int32_t *srt = (int32_t *)malloc((size_t)L.cap * 4), *be = (int32_t *)malloc((size_t)L.nblk * 4);
+        int32_t *cnt = (int32_t *)malloc((size_t)E * 4), *off = (int32_t *)malloc((size_t)(E + 1) * 4);
+        int32_t *ros = (int32_t *)malloc((size_t)n * 4), nb = -1;
+        ck_assert_int_eq(cudaMemcpy(srt, L.sorted, (size_t)L.cap * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(be, L.block_expert, (size_t)L.nblk * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(cnt, L.counts, (size_t)E * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(off, L.offsets, (size_t)(E + 1) * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(ros, L.row_of_slot, (size_t)n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ck_assert_int_eq(cudaMemcpy(&nb, L.num_blocks, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        int *hc = (int *)calloc((size_t)E, sizeof(int));
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < E) hc[ids[i]]++;
+        int o = 0;
+        for (int e = 0; e < E; e++) {
+            ck_assert_msg(cnt[e] == hc[e] && off[e] == o, "case %zu expert %d: count %d offset %d, host %d %d", ci, e, cnt[e],
+                          off[e], hc[e], o);
+            for (int b = o / bm; b < o / bm + (hc[e] + bm - 1) / bm; b++)
+                ck_assert_msg(be[b] == e, "case %zu: block %d of expert %d names %d", ci, b, e, be[b]);
+            for (int r = o + hc[e]; r < o + (hc[e] + bm - 1) / bm * bm; r++)
+                ck_assert_msg(srt[r] == -1, "case %zu: pad row %d of expert %d holds %d", ci, r, e, srt[r]);
+            o += (hc[e] + bm - 1) / bm * bm;
+        }
+        ck_assert_int_eq(off[E], o);
+        ck_assert_int_eq(nb, o / bm);
+        size_t left = 0;
+        for (int i = 0; i < n; i++) {
+            const int e = ids[i], r = ros[i];
+            if (e < 0 || e >= E) {
+                ck_assert_msg(r == -1, "case %zu: slot %d of id %d has row %d", ci, i, e, r);
+                left++;
+                continue;
+            }
+            ck_assert_msg(r >= off[e] && r < off[e] + hc[e] && srt[r] == i,
+                          "case %zu: slot %d (expert %d) at row %d, expert rows [%d, %d), that row holds %d", ci, i, e, r,
+                          off[e], off[e] + hc[e], r >= 0 && r < L.cap ? srt[r] : -2);
+        }
+        printf("align layout: %d slots, E %d, bm %d%s: %d row blocks, %zu ids out of range left out, contract holds (%s)\n", n,
+               E, bm, cs[ci].mode == 1 ? ", one expert" : "", nb, left, n >= 8192 ? "split, 32 CTAs" : "one CTA");
+        free(ids), free(srt), free(be), free(cnt), free(off), free(ros), free(hc);
+        cudaFree(ws), cudaFree(dids);
+    }
+}
+END_TEST
+
 /* M = 1: the slot layout (fast.h: no align kernel, block b = slot b) against
  * the align layout of the same plan (slot_layout cleared): the same tiles,
  * each row computed alone, so the same bits; then once more with slot 1's id
@@ -2516,9 +2592,12 @@ static void add_tests(Suite *s)
     tcase_add_test(te, silu_fast_exhaustive);
     tcase_add_test(te, silu_flagged_rows_exact);
     tcase_add_loop_test(te, qstep_exhaustive, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
-    /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward, seconds) */
+    /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward) */
     TCase *tl = gpu_tcase(s, "slot", 300);
     tcase_add_loop_test(tl, slot_layout_matches_align, 0, (int)(sizeof SLOT_SCHEMES / sizeof SLOT_SCHEMES[0]));
+    /* CK_RUN_CASE=align: the align layout's contract, both forms (seconds) */
+    TCase *ta = gpu_tcase(s, "align", 120);
+    tcase_add_test(ta, align_layout_contract);
     /* CK_RUN_CASE=gemv: M = 1 on the matrix-vector kernels, stage by stage (host forwards of one token, seconds) */
     TCase *tg = gpu_tcase(s, "gemv", 300);
     tcase_add_loop_test(tg, gemv_within_bounds, 0, (int)(sizeof GV_SCHEMES / sizeof GV_SCHEMES[0]));
