@@ -1169,7 +1169,9 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * consumers wait on their own promotions (NOTES.md v47, same binary on an H100, MOE_FX_PROMOK alternated,
      * two rounds: Qwen3-30B-A3B M = 4096 / 16384 3-4%, DeepSeek-V3 1.5-6%, gpt-oss-120b per tensor 3.5-5%
      * faster; with the warpgroup on both GEMMs (Mixtral-8x7B) within -0.6 / +0.7%, so it keeps 128, the
-     * tighter bound). MOE_FX_PROMOK=128 / 256 in the environment overrides */
+     * tighter bound). The plan's both GEMMs take it, so where one has the warpgroup (DeepSeek-V3's GEMM1) that
+     * form runs at 256 too (its PT = 2 build spills 4 bytes a thread, ptxas; the forward's gain is measured with
+     * it). MOE_FX_PROMOK=128 / 256 in the environment overrides */
     const char *pk = getenv("MOE_FX_PROMOK");
     const int pk2 = kind == KIND_FP8 && plan->persistent && plan->bm1 == 128 && (epi_wg_runs(plan) & 3) != 3;
     plan->promote_k = pk ? (atoi(pk) == 256 ? 256 : 128) : pk2 ? 256 : 128;

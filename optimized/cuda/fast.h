@@ -184,8 +184,8 @@ typedef struct {
                              * tiles, one wgmma wait a pair); the block scheme (its scales change every k tile)
                              * and the other e4m3 tiles promote every 128 whatever this says. The results change
                              * within the model's bound (moe_cuda_fx_model's promote_k follows it). plan_make
-                             * sets 256 where a GEMM of such a plan runs without the epilogue warpgroup (NOTES.md
-                             * v47), else 128; MOE_FX_PROMOK=128 / 256 in the environment overrides its choice;
+                             * sets 256 where a GEMM of such a plan runs without the epilogue warpgroup (both
+                             * GEMMs then promote every 256, NOTES.md v47), else 128; MOE_FX_PROMOK=128 / 256 in the environment overrides its choice;
                              * a caller may set either; fx_forward refuses other values */
     size_t workspace;       /* bytes */
 } moe_cuda_fx_plan;

@@ -1558,9 +1558,10 @@ START_TEST(persistent_matches_one_cta)
             ck_assert_int_eq(f.plan.epi_wg, f.plan.persistent && c->expect_bm == 128 ? want_ew : 0);
             /* plan_make's promotion (fast.cu, v47): every two k tiles on per tensor / per channel where a GEMM
              * runs without the epilogue warpgroup (all of these K), else 128 */
-            const int fp8 = sc != MOE_SCHEME_FP8_WBLOCK128_AGROUP128, pk = getenv("MOE_FX_PROMOK") ? atoi(getenv("MOE_FX_PROMOK")) : 0;
+            const char *pke = getenv("MOE_FX_PROMOK"); /* plan_make's reading: "256" is 256, any other value 128 */
+            const int fp8 = sc != MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
             const int p2 = fp8 && f.plan.persistent && c->expect_bm == 128 && (f.plan.epi_wg & 3) != 3;
-            ck_assert_int_eq(f.plan.promote_k, pk == 256 || (!pk && p2) ? 256 : 128);
+            ck_assert_int_eq(f.plan.promote_k, pke ? (atoi(pke) == 256 ? 256 : 128) : p2 ? 256 : 128);
             if (fp8 && c->expect_bm == 128) {
                 /* two k tiles a promotion: other sums than one CTA a tile's (which promotes every k tile), the
                  * same across the persistent forms, and the model follows the plan */
