@@ -952,6 +952,9 @@ static moe_status align_launch(const int32_t *topk_ids, int M, int topk, int E, 
     if (E < 1 || E > ALIGN_THREADS) return moe_fail(MOE_ERR_UNSUPPORTED, "fx_align: E = %d, the rule is 1 <= E <= %d", E, ALIGN_THREADS);
     if (bm < 1) return moe_fail(MOE_ERR_INVALID_ARG, "fx_align: bm = %d, must be >= 1", bm);
     const int n = M * topk;
+    if (n >= ALIGN_SPLIT_MIN && !L->part)
+        return moe_fail(MOE_ERR_INVALID_ARG, "fx_align: L->part is NULL: from %d slots (here %d) the align needs the "
+                        "layout's scratch; carve the layout with moe_cuda_fx_layout_carve", ALIGN_SPLIT_MIN, n);
     if (n >= ALIGN_SPLIT_MIN) { /* two kernels on ALIGN_SPLIT_CTAS CTAs, the second a programmatic dependent */
         cudaError_t ce = launch_sm(align_count_kernel, ALIGN_SPLIT_CTAS, ALIGN_THREADS, E * sizeof(int), S(stream), pdl,
                                    topk_ids, n, E, L->part);

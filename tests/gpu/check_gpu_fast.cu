@@ -2312,6 +2312,9 @@ START_TEST(forward_refusals)
     bad = f.plan, bad.weight_promo = 64; /* L2 promotion: 0, 128 or 256 bytes */
     ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan.weight_promo 64"));
+    bad = f.plan, bad.promote_k = 192; /* e4m3 promotion: every 128 or 256 products */
+    ck_assert_int_eq(moe_cuda_fx_forward(&f.p, &bad, &a, f.ws, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "plan.promote_k 192"));
     /* operands off the 16-byte grid of the copies and TMA boxes, each in turn */
     for (int o = 0; o < 3; o++) {
         moe_cuda_fx_args m = a;
@@ -2376,6 +2379,9 @@ START_TEST(piece_refusals)
     ck_assert_int_eq(moe_cuda_fx_align(ids, 1, 2, 2000, 16, &L, NULL), MOE_ERR_UNSUPPORTED);
     ck_assert_int_eq(moe_cuda_fx_align(ids, 1, 2, 8, 0, &L, NULL), MOE_ERR_INVALID_ARG);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "bm = 0"));
+    /* from 8 192 slots the split form needs the layout's scratch (moe_cuda_fx_layout_carve sets it) */
+    ck_assert_int_eq(moe_cuda_fx_align(ids, 4096, 2, 8, 16, &L, NULL), MOE_ERR_INVALID_ARG);
+    ck_assert_ptr_nonnull(strstr(moe_last_error(), "L->part"));
     ck_assert_int_eq(moe_cuda_fx_gather(NULL, MOE_F32, 64, 2, &L, 1, NULL, NULL), MOE_ERR_UNSUPPORTED);
     ck_assert_int_eq(moe_cuda_fx_gather(NULL, MOE_BF16, 60, 2, &L, 1, NULL, NULL), MOE_ERR_UNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(moe_last_error(), "H (60)"));
