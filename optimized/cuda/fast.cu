@@ -317,23 +317,41 @@ dim3 quant_grid(const moe_quant_spec &s, int cols, int64_t rows, unsigned thread
     return dim3((unsigned)rows, s.gran == MOE_GRAN_GROUP ? (unsigned)((ng + nw - 1) / nw) : 1u);
 }
 
+/* one 16-byte chunk of a row (ROW / TENSOR) into its statistics: per
+ * tensor only the NaN flag (the amax is the tensor's, tensor_amax) */
+template <int GR> __device__ __forceinline__ void chunk_stats(const uint4 &v, float &ai, float &mx, float &mn, int &nan)
+{
+    float f[8];
+    bf16x8_f32(v, f);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        if constexpr (GR == MOE_GRAN_TENSOR) nan |= f[i] != f[i];
+        else stats_add(f[i], ai, mx, mn, nan);
+    }
+}
+
+/* chunk c's eight codes, the row's form of the element step */
+template <bool E4, bool DIV, bool FAST>
+__device__ __forceinline__ void encode_chunk(const uint4 &v, int c, const fx::qstep &qs, const moe_quant_spec &spec,
+                                             const moe_q_group &grp, uint8_t *qr)
+{
+    float f[8];
+    bf16x8_f32(v, f);
+    uint32_t w[2] = {0, 0};
+    codes_of<8, E4, DIV, FAST>(f, qs, spec, grp, w);
+    ((uint2 *)qr)[c] = make_uint2(w[0], w[1]);
+}
+
 /* a row's codes (ROW / TENSOR): the chunks held in registers, then the
  * rest of the row; one form of the element step for the whole row */
 template <bool E4, bool DIV, bool FAST>
 __device__ __forceinline__ void encode_row(const uint4 *xv, const uint4 *hold, int nc, const fx::qstep &qs,
                                            const moe_quant_spec &spec, const moe_q_group &grp, uint8_t *qr)
 {
-    auto one = [&](const uint4 &v, int c) {
-        float f[8];
-        bf16x8_f32(v, f);
-        uint32_t w[2] = {0, 0};
-        codes_of<8, E4, DIV, FAST>(f, qs, spec, grp, w);
-        ((uint2 *)qr)[c] = make_uint2(w[0], w[1]);
-    };
 #pragma unroll
     for (int k = 0; k < QUANT_HOLD; k++)
-        if (threadIdx.x + k * blockDim.x < nc) one(hold[k], threadIdx.x + k * blockDim.x);
-    for (int c = threadIdx.x + QUANT_HOLD * blockDim.x; c < nc; c += blockDim.x) one(xv[c], c);
+        if (threadIdx.x + k * blockDim.x < nc) encode_chunk<E4, DIV, FAST>(hold[k], threadIdx.x + k * blockDim.x, qs, spec, grp, qr);
+    for (int c = threadIdx.x + QUANT_HOLD * blockDim.x; c < nc; c += blockDim.x) encode_chunk<E4, DIV, FAST>(xv[c], c, qs, spec, grp, qr);
 }
 
 /* GR (spec.gran: ROW, TENSOR or GROUP) and E4 (e4m3 codes, else int8) fixed
@@ -402,19 +420,10 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     }
     float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
     int nan = 0;
-    auto add8 = [&](const uint4 &v) {
-        float f[8];
-        bf16x8_f32(v, f);
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            if constexpr (GR == MOE_GRAN_TENSOR) nan |= f[i] != f[i]; /* the amax is the tensor's */
-            else stats_add(f[i], ai, mx, mn, nan);
-        }
-    };
 #pragma unroll
     for (int k = 0; k < QUANT_HOLD; k++)
-        if (threadIdx.x + k * blockDim.x < nc) add8(hold[k]);
-    for (int c = threadIdx.x + QUANT_HOLD * blockDim.x; c < nc; c += blockDim.x) add8(xv[c]);
+        if (threadIdx.x + k * blockDim.x < nc) chunk_stats<GR>(hold[k], ai, mx, mn, nan);
+    for (int c = threadIdx.x + QUANT_HOLD * blockDim.x; c < nc; c += blockDim.x) chunk_stats<GR>(xv[c], ai, mx, mn, nan);
     moe_q_stats st;
     if constexpr (GR == MOE_GRAN_TENSOR) {
         const float a = *tensor_amax; /* NaN elements were skipped: amax_nan IGNORE */
@@ -528,13 +537,7 @@ __global__ void __launch_bounds__(32 * QUANT_WARP_ROWS)
 #pragma unroll
     for (int k = 0; k < QUANT_WARP_HOLD; k++) {
         if (lane + 32 * k >= nc) break;
-        float f[8];
-        bf16x8_f32(hold[k], f);
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            if constexpr (GR == MOE_GRAN_TENSOR) nan |= f[i] != f[i];
-            else stats_add(f[i], ai, mx, mn, nan);
-        }
+        chunk_stats<GR>(hold[k], ai, mx, mn, nan);
     }
     moe_q_stats st;
     if constexpr (GR == MOE_GRAN_TENSOR) {
@@ -555,11 +558,7 @@ __global__ void __launch_bounds__(32 * QUANT_WARP_ROWS)
 #pragma unroll
         for (int k = 0; k < QUANT_WARP_HOLD; k++) {
             if (lane + 32 * k >= nc) break;
-            float f[8];
-            bf16x8_f32(hold[k], f);
-            uint32_t w[2] = {0, 0};
-            codes_of<8, E4, decltype(div)::value, decltype(fst)::value>(f, qs, spec, grp, w);
-            ((uint2 *)qr)[lane + 32 * k] = make_uint2(w[0], w[1]);
+            encode_chunk<E4, decltype(div)::value, decltype(fst)::value>(hold[k], lane + 32 * k, qs, spec, grp, qr);
         }
     });
 }

@@ -902,17 +902,21 @@ static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem
 
 /* 24 tokens: a CTA a row (quant_rows_kernel); 4 096 tokens of 512 columns:
  * a warp a row (quant_rows_warp_kernel, ROW / TENSOR from 4 096 rows of at
- * most 2 048 columns; fast.cu), x's specials the same; h's 8 192 rows of
- * that case also take it: a forward without specials judged stage by stage
- * (fused.quant_x and fused.quant_h are EXACT against the reference's
- * quantization) */
+ * most 2 048 columns; fast.cu), x's specials the same; 4 100 tokens of
+ * 1 152 columns: a warp a row whose lanes hold 4 or 5 chunks (144 a row:
+ * the last of the warp's chunk steps partial) in a last CTA of 4 rows and
+ * 4 warps past them; h's 8 192 rows of the 4 096-token case also take it:
+ * a forward without specials judged stage by stage (fused.quant_x and
+ * fused.quant_h are EXACT against the reference's quantization) */
 static void quant_special_case(moe_scheme sc, const fcase *cp);
 
 START_TEST(quant_special_rows)
 {
-    const fcase small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0}, big = {4096, 8, 2, 512, 256, MOE_ACT_SILU, 0};
+    const fcase small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0}, big = {4096, 8, 2, 512, 256, MOE_ACT_SILU, 0},
+                odd = {4100, 8, 2, 1152, 256, MOE_ACT_SILU, 0};
     quant_special_case(Q8_SCHEMES[_i], &small);
     quant_special_case(Q8_SCHEMES[_i], &big);
+    quant_special_case(Q8_SCHEMES[_i], &odd);
     q8prob f;
     q8prob_make(&big, Q8_SCHEMES[_i], 951, 0, &f);
     free(q8_run(&f));
