@@ -2584,10 +2584,13 @@ static void add_tests(Suite *s)
     tcase_add_loop_test(tc, fused_forward_matches_host, 0, (int)(sizeof W16_SCHEMES / sizeof W16_SCHEMES[0]));
     tcase_add_test(tc, fused_forward_graph_capture);
     tcase_add_test(tc, w4_pairs_exhaustive);
-    tcase_add_test(tc, plan_refusals);
-    tcase_add_test(tc, piece_refusals);
-    tcase_add_test(tc, forward_refusals);
     tcase_add_test(tc, plan_decode_forms);
+    /* CK_RUN_CASE=refusals: bad plans, pieces and forwards refused by name (no host forward, seconds; in "fast"
+     * they ran only after its host forwards, minutes in) */
+    TCase *tb = gpu_tcase(s, "refusals", 120);
+    tcase_add_test(tb, plan_refusals);
+    tcase_add_test(tb, piece_refusals);
+    tcase_add_test(tb, forward_refusals);
     /* CK_RUN_CASE=q8: the 8-bit schemes' fused forward against the host (its own case so that it can run
      * beside the bf16 / 4-bit cases of "fast": each takes minutes) */
     TCase *tq = gpu_tcase(s, "q8", 900);
