@@ -23,7 +23,6 @@ using fx::group_stats;
 using fx::ref_code;
 using fx::stats_add;
 using fx::warp_stats;
-using fx::with_form;
 
 const int ALIGN_THREADS = 1024; /* one CTA: E <= 1024 counters in shared memory */
 constexpr int ALIGN_SPLIT_CTAS = 32; /* the split align's CTAs (align_count_kernel, fast.h's layout part) */
@@ -342,16 +341,31 @@ __device__ __forceinline__ void encode_chunk(const uint4 &v, int c, const fx::qs
     ((uint2 *)qr)[c] = make_uint2(w[0], w[1]);
 }
 
-/* a row's codes (ROW / TENSOR): the chunks held in registers, then the
- * rest of the row; one form of the element step for the whole row */
-template <bool E4, bool DIV, bool FAST>
-__device__ __forceinline__ void encode_row(const uint4 *xv, const uint4 *hold, int nc, const fx::qstep &qs,
+/* a row's codes (ROW / TENSOR) on the fast element step: the chunks held
+ * in registers, then the rest of the row */
+template <bool E4, bool DIV>
+__device__ __forceinline__ void encode_row(const uint4 *xv, const uint4 (&hold)[QUANT_HOLD], int nc, const fx::qstep &qs,
                                            const moe_quant_spec &spec, const moe_q_group &grp, uint8_t *qr)
 {
 #pragma unroll
     for (int k = 0; k < QUANT_HOLD; k++)
-        if (threadIdx.x + k * blockDim.x < nc) encode_chunk<E4, DIV, FAST>(hold[k], threadIdx.x + k * blockDim.x, qs, spec, grp, qr);
-    for (int c = threadIdx.x + QUANT_HOLD * blockDim.x; c < nc; c += blockDim.x) encode_chunk<E4, DIV, FAST>(xv[c], c, qs, spec, grp, qr);
+        if (threadIdx.x + k * blockDim.x < nc) encode_chunk<E4, DIV, true>(hold[k], threadIdx.x + k * blockDim.x, qs, spec, grp, qr);
+    for (int c = threadIdx.x + QUANT_HOLD * blockDim.x; c < nc; c += blockDim.x) encode_chunk<E4, DIV, true>(xv[c], c, qs, spec, grp, qr);
+}
+
+/* a row with a NaN or an infinity (rare): the reference's element step on
+ * chunks c0, c0 + step, ... read again from memory. The held chunks stay
+ * out of it: with the three forms of the step behind one generic lambda
+ * (with_form), the row kernels kept their held chunks in local memory, and
+ * the warp form's eight 16-byte stores to it took a third of its stall
+ * samples, waiting on the row's loads (ncu source counters, h of
+ * Qwen3-30B-A3B M = 4096 fp8, NOTES.md v49) */
+template <bool E4>
+__device__ __forceinline__ void encode_row_ref(const uint4 *xv, int c0, int step, int nc, const moe_quant_spec &spec,
+                                               const moe_q_group &grp, uint8_t *qr)
+{
+    const fx::qstep qs = {}; /* unused by the reference's step */
+    for (int c = c0; c < nc; c += step) encode_chunk<E4, false, false>(xv[c], c, qs, spec, grp, qr);
 }
 
 /* GR (spec.gran: ROW, TENSOR or GROUP) and E4 (e4m3 codes, else int8) fixed
@@ -445,10 +459,9 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
     /* per tensor: every CTA stores the one scale (the same bits), so it is
      * written whichever slots have no expert */
     if (threadIdx.x == 0) scale[GR == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
-    const bool fast = fx::qstep_make(spec, grp, ai, nan, qs);
-    with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
-        encode_row<E4, decltype(div)::value, decltype(fst)::value>(xv, hold, nc, qs, spec, grp, qr);
-    });
+    if (!fx::qstep_make(spec, grp, ai, nan, qs)) encode_row_ref<E4>(xv, threadIdx.x, blockDim.x, nc, spec, grp, qr);
+    else if (spec.q_op == MOE_QOP_DIV) encode_row<E4, true>(xv, hold, nc, qs, spec, grp, qr);
+    else encode_row<E4, false>(xv, hold, nc, qs, spec, grp, qr);
 }
 
 /* max |x| over the non-NaN elements of x (fp8_wtensor_atensor's x) into
@@ -553,14 +566,17 @@ __global__ void __launch_bounds__(32 * QUANT_WARP_ROWS)
     moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
     if (lane == 0) scale[GR == MOE_GRAN_TENSOR ? 0 : r] = grp.scale;
     fx::qstep qs;
-    const bool fast = fx::qstep_make(spec, grp, ai, nan, qs);
-    with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
+    if (!fx::qstep_make(spec, grp, ai, nan, qs)) {
+        encode_row_ref<E4>(xv, lane, 32, nc, spec, grp, qr);
+        return;
+    }
+    const bool div = spec.q_op == MOE_QOP_DIV;
 #pragma unroll
-        for (int k = 0; k < QUANT_WARP_HOLD; k++) {
-            if (lane + 32 * k >= nc) break;
-            encode_chunk<E4, decltype(div)::value, decltype(fst)::value>(hold[k], lane + 32 * k, qs, spec, grp, qr);
-        }
-    });
+    for (int k = 0; k < QUANT_WARP_HOLD; k++) {
+        if (lane + 32 * k >= nc) break;
+        if (div) encode_chunk<E4, true, true>(hold[k], lane + 32 * k, qs, spec, grp, qr);
+        else encode_chunk<E4, false, true>(hold[k], lane + 32 * k, qs, spec, grp, qr);
+    }
 }
 
 /* quant_rows_kernel's instantiation for the scheme's activation spec
