@@ -2,8 +2,9 @@
  * machine without a GPU, with stand-in suite binaries: its suites step runs
  * one step per tcase that check_gpu_fast's source registers (a fixed list
  * had drifted: the gemv and w4wg tcases never ran in make gpu-check), CASES
- * selects them (an entry that names no tcase fails), and no suite binary at
- * all is a failure rather than a pass.
+ * selects them (an entry that names no tcase fails), no suite binary at
+ * all is a failure rather than a pass, and so is a run where the source
+ * (the tcase list) cannot be read.
  * The tcase names are read here from the source independently of the
  * script's sed. Runs from the repository root, as make check does. */
 #include <check.h>
@@ -121,6 +122,27 @@ START_TEST(unknown_case_fails)
 }
 END_TEST
 
+/* run where tests/gpu/check_gpu_fast.cu is not readable (not the repository root), the script has no tcase
+ * list: the step fails and says why, and no tcase runs (a fallback list had drifted from the source) */
+START_TEST(no_source_fails)
+{
+    char ran[1024], sum[4096], dir[PATH_MAX], path[PATH_MAX + 32], root[PATH_MAX];
+    ck_assert_ptr_nonnull(getcwd(root, sizeof root));
+    snprintf(dir, sizeof dir, "%s/e", tmp);
+    stand_in(dir);
+    const int rc = shf("cd '%s' && BUILD='%s' OUT='%s-out' STEPS=suites sh '%s/tests/gpu/gpu_check.sh' > /dev/null 2>&1", tmp,
+                       dir, dir, root);
+    ck_assert_int_eq(rc, 1);
+    snprintf(path, sizeof path, "%s/ran.txt", dir);
+    slurp_into(path, ran, sizeof ran);
+    ck_assert_str_eq(ran, "");
+    snprintf(path, sizeof path, "%s-out/summary.txt", dir);
+    slurp_into(path, sum, sizeof sum);
+    HAS(sum, "suite check_gpu_fast: no tcase list (tests/gpu/check_gpu_fast.cu not readable");
+    HAS(sum, "gpu-check: FAILED");
+}
+END_TEST
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/moe-gpu-script-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -134,6 +156,7 @@ int main(void)
     tcase_add_test(tc, every_registered_tcase_runs);
     tcase_add_test(tc, cases_selects);
     tcase_add_test(tc, unknown_case_fails);
+    tcase_add_test(tc, no_source_fails);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

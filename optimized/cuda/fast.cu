@@ -356,10 +356,10 @@ __device__ __forceinline__ void encode_row(const uint4 *xv, const uint4 (&hold)[
 /* a row with a NaN or an infinity (rare): the reference's element step on
  * chunks c0, c0 + step, ... read again from memory. The held chunks stay
  * out of it: with the three forms of the step behind one generic lambda
- * (with_form), the row kernels kept their held chunks in local memory, and
- * the warp form's eight 16-byte stores to it took a third of its stall
- * samples, waiting on the row's loads (ncu source counters, h of
- * Qwen3-30B-A3B M = 4096 fp8, NOTES.md v49) */
+ * (with_form), the warp form kept its held chunks in local memory, and its
+ * eight 16-byte stores to it took a third of its stall samples, waiting on
+ * the row's loads (ncu source counters, h of Qwen3-30B-A3B M = 4096 fp8,
+ * NOTES.md v49); the CTA form had the same code shape (not profiled) */
 template <bool E4>
 __device__ __forceinline__ void encode_row_ref(const uint4 *xv, int c0, int step, int nc, const moe_quant_spec &spec,
                                                const moe_q_group &grp, uint8_t *qr)

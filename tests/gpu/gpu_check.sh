@@ -82,9 +82,16 @@ for s in $STEPS; do
             check_gpu_fast)
                 # every tcase the suite registers (its source's gpu_tcase
                 # calls; a fixed list drifted: gemv and w4wg ran only by
-                # hand), or CASES
+                # hand), or CASES; no fallback list (it had drifted too,
+                # missing qrows, align and refusals): without the source
+                # the step fails and says so
                 known=$(sed -n 's/.*gpu_tcase(s, "\([a-z0-9_]*\)".*/\1/p' tests/gpu/check_gpu_fast.cu 2>/dev/null)
-                known=${known:-fast q8 encode slot gemv persistent w4wg tma stagewise}
+                if [ -z "$known" ]; then
+                    echo "suite check_gpu_fast: no tcase list (tests/gpu/check_gpu_fast.cu not readable: run from the repository root)" |
+                        tee -a "$LOG" "$SUM"
+                    fail=1
+                    continue
+                fi
                 for c in ${CASES:-$known}; do
                     # Check runs nothing, and exits 0, for a tcase it does
                     # not have: a misspelt CASES entry fails here instead
