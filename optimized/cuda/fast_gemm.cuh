@@ -460,16 +460,24 @@ template <class C> __device__ __forceinline__ int store_col(int nt, int wn, int 
  * epilogue they were a chain of round trips behind its stores (a load may
  * not move above a store that may alias it), about a fifth of an e4m3 decode
  * CTA's time (NOTES.md v30). Tiles of more than 8 n8 fragments a warp load
- * them in the epilogue (registers). */
-template <class C, int EPI, int QS> struct epi_ops {
-    static constexpr bool ON = C::NF <= 8;
+ * them in the epilogue (registers), gemm_kernel's one by one between the
+ * stores; the persistent tiles (fast_ws.cuh, ALL) all before the first
+ * store (NOTES.md v50). */
+template <class C, int EPI, int QS, bool ALL = false> struct epi_ops {
+    static constexpr bool ON = ALL || C::NF <= 8;
     static constexpr int R = ON ? C::MF : 1, F = ON ? C::NF : 1;
     int slot[R][2];
     float sa[R][2], wgt[R][2], ws[F][2];
     __device__ __forceinline__ void load(const gemm_params &p, int row0, int nt, int e, int wm, int wn, int lane)
     {
+        load_rows(p, row0, wm, lane);
+        load_cols(p, nt, e, wn, lane);
+    }
+    /* the rows' operands: the slot, then its scale and router weight (two round trips) */
+    __device__ __forceinline__ void load_rows(const gemm_params &p, int row0, int wm, int lane)
+    {
         if constexpr (ON) {
-            const int g = lane >> 2, t2 = (lane & 3) * 2;
+            const int g = lane >> 2;
             const bool esc = QS == QS_EPILOGUE && p.w_scale;
 #pragma unroll
             for (int mi = 0; mi < C::MF; mi++)
@@ -480,6 +488,14 @@ template <class C, int EPI, int QS> struct epi_ops {
                     sa[mi][h] = esc && p.a_scale && sl >= 0 ? p.a_scale[a_sidx(p, r)] : 1.0f;
                     wgt[mi][h] = (EPI == EPI_WSTORE || EPI == EPI_WATOMIC) && sl >= 0 ? p.topk_w[sl] : 1.0f;
                 }
+        }
+    }
+    /* the weight scale of each accumulator column */
+    __device__ __forceinline__ void load_cols(const gemm_params &p, int nt, int e, int wn, int lane)
+    {
+        if constexpr (ON) {
+            const int t2 = (lane & 3) * 2;
+            const bool esc = QS == QS_EPILOGUE && p.w_scale;
 #pragma unroll
             for (int ni = 0; ni < C::NF; ni++)
 #pragma unroll
@@ -502,15 +518,15 @@ template <class C, int EPI, int QS> struct epi_ops {
 /* The epilogue of a BM x BN tile (the Epi list at the top): warp (wm, wn)
  * of a WM x WN grid holds acc[MF][NF][4] in mma.sync's fragment layout
  * (a wgmma warpgroup's m64 accumulator is the same layout, warp by warp) */
-template <class T, class C, int EPI, int QS>
+template <class T, class C, int EPI, int QS, bool ALL = false>
 __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::MF][C::NF][4], int row0, int nt, int e,
-                                         int wm, int wn, int lane, const epi_ops<C, EPI, QS> *pre = nullptr)
+                                         int wm, int wn, int lane, const epi_ops<C, EPI, QS, ALL> *pre = nullptr)
 {
     typedef typename tc<T>::out_t TO;
     const int g = lane >> 2, t2 = (lane & 3) * 2;
     /* epilogue scales (QS = 0): acc * a_scale(row) * w_scale(e, n), f32, in that order */
     const bool esc = QS == QS_EPILOGUE && p.w_scale;
-    constexpr bool PRE_ON = epi_ops<C, EPI, QS>::ON;
+    constexpr bool PRE_ON = epi_ops<C, EPI, QS, ALL>::ON;
     /* the weight scale of fragment ni's column c, weight row n (pre: loaded before the k loop) */
     auto wsc = [&](int ni, int c, int n) {
         if constexpr (PRE_ON)

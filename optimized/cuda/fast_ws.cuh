@@ -406,6 +406,15 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
              * (arriving earlier could complete a phase twice); its epilogue
              * stores nothing (pad rows) */
             const bool idle = p.pad_skip && cw >= 4 && slot_at(p, row0 + 64 * (cw / 4)) < 0;
+            /* the epilogue's operands from memory (fast_gemm.cuh epi_ops): the rows' before the k loop, the
+             * columns' weight scales after it (the promotion's part registers free by then). Loaded in the
+             * epilogue, between its stores, they were a chain: the slot, its router weight, then a weight
+             * scale a column pair behind each store (PTX of the e4m3 GEMM2). e4m3 only: bf16's 128 x 256
+             * sums leave no registers for 64 column scales (its epilogue has none: no scales). Not EW: the
+             * epilogue warpgroup's registers hold no room for them, and its chain is off the consumers'.
+             * Not WATOMIC: ptxas spilled 116-136 bytes a thread with them (its stores are not paired) */
+            epi_ops<C, EPI, QS, !EW && PROMO && EPI != EPI_WATOMIC> eo;
+            eo.load_rows(p, row0, cw, lane);
             float acc[1][C::NF][4];
 #pragma unroll
             for (int q = 0; q < C::NF; q++) acc[0][q][0] = acc[0][q][1] = acc[0][q][2] = acc[0][q][3] = 0.0f;
@@ -480,7 +489,10 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                 }
             }
             if constexpr (EW) hand_over(tn, t, acc);
-            else epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, cw, 0, lane);
+            else {
+                eo.load_cols(p, nt, e, 0, lane);
+                epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, cw, 0, lane, &eo);
+            }
         }
     }
 }
