@@ -398,6 +398,14 @@ static void check_fused(moe_scheme sc, size_t ci, const fcase *c, const moe_cuda
     free(o1), free(o2), free(oa);
 }
 
+/* CK_FX_SCHEME=<name>: the tcases that take minutes of device time judge
+ * that scheme only (a change to one scheme's tiles needs only it); 1: skip sc */
+static int other_scheme(moe_scheme sc)
+{
+    const char *only = getenv("CK_FX_SCHEME");
+    return only && strcmp(only, moe_scheme_name(sc));
+}
+
 /* small mode (MOE_GPU_SMALL=1, e.g. under compute-sanitizer) skips the
  * cases whose host forward is costly, and says so */
 static int skip_small(moe_scheme sc, size_t ci, const fcase *c)
@@ -1418,10 +1426,7 @@ static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem
 START_TEST(fused_stagewise_within_bounds)
 {
     const int nw = (int)(sizeof W16_SCHEMES / sizeof W16_SCHEMES[0]);
-    /* CK_FX_SCHEME=<name>: judge that scheme only (the whole case takes
-     * minutes of device time; a change to one scheme's tiles needs only it) */
-    const char *only = getenv("CK_FX_SCHEME");
-    if (only && strcmp(only, moe_scheme_name(_i < nw ? W16_SCHEMES[_i] : Q8_SCHEMES[_i - nw]))) return;
+    if (other_scheme(_i < nw ? W16_SCHEMES[_i] : Q8_SCHEMES[_i - nw])) return;
     for (int atomic = 0; atomic < 2; atomic++) {
         if (_i < nw) { /* bf16 and the 4-bit schemes on the bf16 cases */
             const moe_scheme sc = W16_SCHEMES[_i];
@@ -1499,6 +1504,7 @@ static void same_bits(const char *name, const char *form, uint16_t *ws, const ui
 START_TEST(persistent_matches_one_cta)
 {
     const moe_scheme sc = WS_SCHEMES[_i];
+    if (other_scheme(sc)) return;
     /* small mode (sanitizers): one case of 64 row blocks, still about 2 to 4
      * tiles a CTA of each GEMM. The fourth case runs the 64-row wgmma tile
      * (about 50 slots an expert): about 17 row blocks x 17 / 10 N tiles,
@@ -1693,6 +1699,7 @@ END_TEST
 START_TEST(decode_persistent_matches_one_cta)
 {
     const moe_scheme sc = WS_SCHEMES[_i];
+    if (other_scheme(sc)) return;
     const int blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128, wide = sc == MOE_SCHEME_BF16;
     const fcase cases[] = {{128, 32, 4, 1280, 640, MOE_ACT_SILU, 16},
                            {128, 16, 2, 4096, 1152, MOE_ACT_SWIGLUOAI, 32},
