@@ -1132,7 +1132,8 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * NOTES.md v25; same-binary A/B, two rounds, everywhere on: Mixtral-8x7B 2-9% faster, DeepSeek-V3 0-6%, the
      * block scheme 2-8% at every shape; per tensor / per channel on Qwen3-30B-A3B (k tiles 16 / 6) 15-18% and
      * gpt-oss-120b (23 / 23) 0-8% slower: a short k loop does not cover a warpgroup doing two warpgroups'
-     * epilogues). Bit 0: GEMM1, bit 1: GEMM2; the block scheme both, the others where K has at least 32 k
+     * epilogues). Bit 0: GEMM1, bit 1: GEMM2; the block scheme both (rechecked on v51's build, r31 on an H100, geomean
+     * over 12 points: off 0.967x the default's speed, GEMM2's only 0.973x, GEMM1's only 1.000x), the others where K has at least 32 k
      * tiles. bf16's 128 x 256 GEMM1 (its sums handed over rounded to bf16, 3 stages instead of 4, TMA weights;
      * NOTES.md v27) where H has 40 to 64 k tiles (same-binary A/B, two rounds: gpt-oss-120b (45) M = 1024 /
      * 4096 1.5-7% faster, Mixtral-8x7B (64) M = 256 / 4096 / 16384 0.6-3%, M = 1024 1-8% slower against
