@@ -399,11 +399,15 @@ static void check_fused(moe_scheme sc, size_t ci, const fcase *c, const moe_cuda
 }
 
 /* CK_FX_SCHEME=<name>: the tcases that take minutes of device time judge
- * that scheme only (a change to one scheme's tiles needs only it); 1: skip sc */
+ * that scheme only (a change to one scheme's tiles needs only it); 1: skip sc.
+ * A name that is no scheme fails the test rather than skip everything */
 static int other_scheme(moe_scheme sc)
 {
     const char *only = getenv("CK_FX_SCHEME");
-    return only && strcmp(only, moe_scheme_name(sc));
+    moe_scheme named;
+    if (!only) return 0;
+    ck_assert_msg(moe_scheme_from_name(only, &named) == MOE_OK, "CK_FX_SCHEME=%s is not a scheme name", only);
+    return named != sc;
 }
 
 /* small mode (MOE_GPU_SMALL=1, e.g. under compute-sanitizer) skips the
