@@ -235,7 +235,8 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                  * epilogue the second row's waited behind the first row's stores (v50's chain, here; NOTES.md
                  * v51: Qwen3-30B-A3B M = 4096 block GEMMs 1.7-1.9% faster by ncu). The block scheme only: it
                  * has no column scales, so 6 registers; the others' 32 column scales do not fit this
-                 * warpgroup's 88 / 112 */
+                 * warpgroup's 88 / 112 (NOTES.md v51: ptxas spilled them). load_cols is not called: the
+                 * epilogue reads eo.ws only with epilogue scales (QS_EPILOGUE), which PRE excludes */
                 constexpr bool PRE = QS == QS_KTILE && EPI != EPI_WATOMIC;
                 epi_ops<C, EPI, QS, PRE> eo;
                 eo.load_rows(p, blk * BM, 4 * c + ew, lane);
