@@ -122,6 +122,21 @@ template <> struct tc<__nv_bfloat16> {
     static __device__ __forceinline__ __nv_bfloat16 rnd(float v) { return __float2bfloat16_rn(v); }
     static __device__ __forceinline__ float f32(__nv_bfloat16 v) { return __bfloat162float(v); }
     static __device__ __forceinline__ float acc(float v) { return v; }
+    /* pairs (the gated epilogue, NOTES.md v53): one conversion rounds two
+     * values (lo in the low half), as two of rnd would; the halves back to
+     * f32 exactly; max(m, |v|) per half, a NaN half skipped as fmaxf does */
+    static __device__ __forceinline__ uint32_t rnd2(float lo, float hi)
+    {
+        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+        return *(const uint32_t *)&v;
+    }
+    static __device__ __forceinline__ float lo(uint32_t v) { return __uint_as_float(v << 16); }
+    static __device__ __forceinline__ float hi(uint32_t v) { return __uint_as_float(v & 0xFFFF0000u); }
+    static __device__ __forceinline__ uint32_t amax2(uint32_t m, uint32_t v)
+    {
+        const __nv_bfloat162 r = __hmax2(*(const __nv_bfloat162 *)&m, __habs2(*(const __nv_bfloat162 *)&v));
+        return *(const uint32_t *)&r;
+    }
 };
 template <> struct tc<__half> {
     typedef __half out_t;
@@ -136,6 +151,18 @@ template <> struct tc<__half> {
     static __device__ __forceinline__ __half rnd(float v) { return __float2half_rn(v); }
     static __device__ __forceinline__ float f32(__half v) { return __half2float(v); }
     static __device__ __forceinline__ float acc(float v) { return v; }
+    static __device__ __forceinline__ uint32_t rnd2(float lo, float hi) /* as tc<__nv_bfloat16>'s */
+    {
+        const __half2 v = __floats2half2_rn(lo, hi);
+        return *(const uint32_t *)&v;
+    }
+    static __device__ __forceinline__ float lo(uint32_t v) { return __low2float(*(const __half2 *)&v); }
+    static __device__ __forceinline__ float hi(uint32_t v) { return __high2float(*(const __half2 *)&v); }
+    static __device__ __forceinline__ uint32_t amax2(uint32_t m, uint32_t v)
+    {
+        const __half2 r = __hmax2(*(const __half2 *)&m, __habs2(*(const __half2 *)&v));
+        return *(const uint32_t *)&r;
+    }
 };
 
 /* e4m3 operands (fp8_wchannel_atoken): m16n8k32 takes the same fragment
@@ -567,7 +594,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                  * interleaving the values), then, where that flagged a g (rare:
                  * below -80, tiny or NaN), the row again by moe_siluf, stored over */
                 auto store = [&](auto kind, bool *bad) {
-                    float m = 0.0f; /* this row's max |h| */
+                    uint32_t m2 = 0; /* this row's max |h|, per half of the stored pairs */
                     moe_act_params a = p.act;
                     if (decltype(kind)::value >= 0) a.act = (moe_act)decltype(kind)::value;
                     /* swigluoai written out too (gpt-oss-120b bf16 M = 4096 / 16384
@@ -582,21 +609,24 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                     for (int q = 0; q < C::NF / 2; q++) {
                         const int col = gated_col<C>(nt, wn, q, t2);
                         if (col >= p.I) continue;
-                        TO v2[2];
+                        float v[2];
 #pragma unroll
                         for (int c = 0; c < 2; c++) {
                             float ga = tc<T>::acc(acc[mi][2 * q][h * 2 + c]), ua = tc<T>::acc(acc[mi][2 * q + 1][h * 2 + c]);
                             if (esc) ga = (ga * sa) * wsc(2 * q, c, col + c), ua = (ua * sa) * wsc(2 * q + 1, c, p.I + col + c);
-                            const float g = tc<TO>::f32(tc<TO>::rnd(ga)), u = tc<TO>::f32(tc<TO>::rnd(ua));
-                            v2[c] = tc<TO>::rnd(silu  ? (bad ? silu_fast(g, *bad) : moe_siluf(g)) * u
-                                                : oai ? moe_act_swigluoai(g, u, a.alpha, a.limit)
-                                                      : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL));
-                            m = fmaxf(m, fabsf(tc<TO>::f32(v2[c]))); /* NaN skipped (fmaxf) */
+                            /* g and u rounded by one conversion, h's pair by another (tc's pairs, NOTES.md v53) */
+                            const uint32_t gu = tc<TO>::rnd2(ga, ua);
+                            const float g = tc<TO>::lo(gu), u = tc<TO>::hi(gu);
+                            v[c] = silu  ? (bad ? silu_fast(g, *bad) : moe_siluf(g)) * u
+                                   : oai ? moe_act_swigluoai(g, u, a.alpha, a.limit)
+                                         : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL);
                         }
+                        const uint32_t hv = tc<TO>::rnd2(v[0], v[1]);
+                        m2 = tc<TO>::amax2(m2, hv); /* NaN skipped */
                         /* I % 8 == 0: col + 1 < I, 4-byte aligned */
-                        *(uint32_t *)(hrow + col) = (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
+                        *(uint32_t *)(hrow + col) = hv;
                     }
-                    return m;
+                    return fmaxf(tc<TO>::lo(m2), tc<TO>::hi(m2));
                 };
                 auto row = [&](auto kind) {
                     bool bad = false;
@@ -619,9 +649,7 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                     if (EPI == EPI_WSTORE && !(p.N & 1) && n + 1 < p.N) { /* one 4-byte store for the pair */
                         const float v0 = tc<T>::acc(acc[mi][ni][h * 2]), v1 = tc<T>::acc(acc[mi][ni][h * 2 + 1]);
                         const float u0 = esc ? (v0 * sa) * wsc(ni, 0, n) : v0, u1 = esc ? (v1 * sa) * wsc(ni, 1, n + 1) : v1;
-                        TO v2[2] = {tc<TO>::rnd(u0 * wgt), tc<TO>::rnd(u1 * wgt)};
-                        *(uint32_t *)((TO *)p.out + (int64_t)r * p.N + n) =
-                            (uint32_t)*(uint16_t *)&v2[0] | ((uint32_t)*(uint16_t *)&v2[1] << 16);
+                        *(uint32_t *)((TO *)p.out + (int64_t)r * p.N + n) = tc<TO>::rnd2(u0 * wgt, u1 * wgt);
                         continue;
                     }
 #pragma unroll
