@@ -143,6 +143,29 @@ START_TEST(no_source_fails)
 }
 END_TEST
 
+/* the real suite, where this build has it (nvcc present): a CK_FX_SCHEME naming no scheme stops it before
+ * anything runs, GPU or not, naming the variable and the schemes it takes */
+START_TEST(fx_scheme_unknown_refused)
+{
+    char bin[PATH_MAX], err[4096], path[PATH_MAX + 32];
+    snprintf(bin, sizeof bin, "%s/tests/gpu/check_gpu_fast", getenv("MOE_BUILD") ? getenv("MOE_BUILD") : "build");
+    if (access(bin, X_OK) != 0) {
+        printf("fx_scheme_unknown_refused: %s not built here (no nvcc); not run\n", bin);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/fxs.err", tmp);
+    const int rc = shf("CK_FX_SCHEME=fp8_per_tensor '%s' > '%s/fxs.out' 2> '%s'", bin, tmp, path);
+    ck_assert_int_eq(rc, 1);
+    slurp_into(path, err, sizeof err);
+    HAS(err, "CK_FX_SCHEME=fp8_per_tensor is not a scheme name; one of: ");
+    HAS(err, " bf16 ");
+    HAS(err, " fp8_wtensor_atensor ");
+    snprintf(path, sizeof path, "%s/fxs.out", tmp);
+    slurp_into(path, err, sizeof err);
+    ck_assert_msg(!strstr(err, "Running suite"), "the suite ran: %s", err);
+}
+END_TEST
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/moe-gpu-script-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -157,6 +180,7 @@ int main(void)
     tcase_add_test(tc, cases_selects);
     tcase_add_test(tc, unknown_case_fails);
     tcase_add_test(tc, no_source_fails);
+    tcase_add_test(tc, fx_scheme_unknown_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -2651,4 +2651,18 @@ static void add_tests(Suite *s)
                         (int)(sizeof W16_SCHEMES / sizeof W16_SCHEMES[0] + sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
 }
 
-int main(void) { return gpu_test_main("check_gpu_fast", "gpu_fast", add_tests); }
+/* A CK_FX_SCHEME that names no scheme stops the suite before it runs
+ * anything, device or not (other_scheme's assert alone let every tcase
+ * that does not filter by scheme run first: minutes) */
+int main(void)
+{
+    const char *only = getenv("CK_FX_SCHEME");
+    moe_scheme named;
+    if (only && moe_scheme_from_name(only, &named) != MOE_OK) {
+        fprintf(stderr, "check_gpu_fast: CK_FX_SCHEME=%s is not a scheme name; one of:", only);
+        for (int i = 0; i < MOE_SCHEME_COUNT; i++) fprintf(stderr, " %s", moe_scheme_name((moe_scheme)i));
+        fprintf(stderr, "\n");
+        return EXIT_FAILURE;
+    }
+    return gpu_test_main("check_gpu_fast", "gpu_fast", add_tests);
+}
