@@ -27,10 +27,18 @@ MOE_HD MOE_INLINE float moe_act_clampf(float x, float lo, float hi) { return x <
 #endif
 /* swigluoai of one pair (gpt-oss), alone: the fused GEMM epilogue calls it
  * written out, as it does silu (optimized/cuda/NOTES.md v21) */
+/* the gate of the clamped gated activations: min(g, limit), a NaN gate
+ * stays NaN */
+MOE_HD MOE_INLINE float moe_act_gate_limit(float g, float limit)
+{
+    float gc = g < limit ? g : limit;
+    if (g != g) gc = g;
+    return gc;
+}
+
 MOE_HD MOE_INLINE MOE_ACT_ALWAYS_INLINE float moe_act_swigluoai(float g, float u, float alpha, float limit)
 {
-    float gc = g < limit ? g : limit; /* min; a NaN gate stays NaN */
-    if (g != g) gc = g;
+    float gc = moe_act_gate_limit(g, limit);
     float uc = moe_act_clampf(u, -limit, limit);
     return (uc + 1.0f) * (gc * moe_sigmoidf(gc * alpha));
 }
@@ -42,15 +50,13 @@ MOE_HD MOE_INLINE MOE_ACT_ALWAYS_INLINE float moe_act_gated(const moe_act_params
     switch (p->act) {
     case MOE_ACT_SWIGLUOAI: v = moe_act_swigluoai(g, u, p->alpha, p->limit); break;
     case MOE_ACT_SWIGLU_CLAMP: {
-        float gc = g < p->limit ? g : p->limit;
-        if (g != g) gc = g;
+        float gc = moe_act_gate_limit(g, p->limit);
         v = moe_siluf(gc) * moe_act_clampf(u, -p->limit, p->limit);
         break;
     }
     case MOE_ACT_SWIGLU_BIAS: {
         float al = va ? va[e] : 1.0f, be = vb ? vb[e] : 0.0f, L = vl ? vl[e] : MOE_M_INF;
-        float gc = g < L ? g : L;
-        if (g != g) gc = g;
+        float gc = moe_act_gate_limit(g, L);
         v = gc * moe_sigmoidf(al * gc) * (moe_act_clampf(u, -L, L) + be);
         break;
     }

@@ -62,6 +62,7 @@
 #include "moe/act.h"
 #include "reference/act_core.h"
 #include "reference/quant_core.h"
+#include "fast_sigmoid.cuh"
 #include "fast_silu.cuh"
 #include "fast_tiled.cuh"
 
@@ -591,8 +592,11 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                  * branch, v21); the reference's element expressions either way
                  * (act_core.h). silu by its branch-free form first (fast_silu.cuh,
                  * NOTES.md v24: moe_siluf's branches kept the compiler from
-                 * interleaving the values), then, where that flagged a g (rare:
-                 * below -80, tiny or NaN), the row again by moe_siluf, stored over */
+                 * interleaving the values), and swigluoai's sigmoid too
+                 * (fast_sigmoid.cuh, v54), then, where that flagged a g (rare:
+                 * silu's g below -80, tiny or NaN; swigluoai's |min(g, limit)
+                 * alpha| above 87 or NaN), the row again by the reference's
+                 * function, stored over */
                 auto store = [&](auto kind, bool *bad) {
                     uint32_t m2 = 0; /* this row's max |h|, per half of the stored pairs */
                     moe_act_params a = p.act;
@@ -618,7 +622,8 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                             const uint32_t gu = tc<TO>::rnd2(ga, ua);
                             const float g = tc<TO>::lo(gu), u = tc<TO>::hi(gu);
                             v[c] = silu  ? (bad ? silu_fast(g, *bad) : moe_siluf(g)) * u
-                                   : oai ? moe_act_swigluoai(g, u, a.alpha, a.limit)
+                                   : oai ? (bad ? swigluoai_fast(g, u, a.alpha, a.limit, *bad)
+                                                : moe_act_swigluoai(g, u, a.alpha, a.limit))
                                          : moe_act_gated(&a, tc<TO>::dt, g, u, e, NULL, NULL, NULL);
                         }
                         const uint32_t hv = tc<TO>::rnd2(v[0], v[1]);
@@ -630,7 +635,8 @@ __device__ __forceinline__ void epilogue(const gemm_params &p, float (&acc)[C::M
                 };
                 auto row = [&](auto kind) {
                     bool bad = false;
-                    float m = store(kind, decltype(kind)::value == MOE_ACT_SILU ? &bad : nullptr);
+                    constexpr int k = decltype(kind)::value;
+                    float m = store(kind, k == MOE_ACT_SILU || k == MOE_ACT_SWIGLUOAI ? &bad : nullptr);
                     if (bad) m = store(kind, nullptr);
                     hmax = fmaxf(hmax, m);
                 };

@@ -45,6 +45,7 @@
 #include "optimized/cuda/fast_e4m3.cuh"
 #include "optimized/cuda/fast_gemm.cuh"
 #include "optimized/cuda/fast_qstep.cuh"
+#include "optimized/cuda/fast_sigmoid.cuh"
 #include "optimized/cuda/fast_silu.cuh"
 #include "reference/formats/e4m3.h"
 #include "reference/act_core.h"
@@ -1171,6 +1172,55 @@ START_TEST(silu_fast_exhaustive)
 }
 END_TEST
 
+/* swigluoai's branch-free sigmoid (fast_sigmoid.cuh) on all 2^32 floats:
+ * where it flags nothing it equals moe_sigmoidf (the device's build of the
+ * canonical function, bit-identical to the host's: reference/math.h), and
+ * it flags exactly |x| > 87 and NaN; its reciprocal on every d in
+ * [1, 2^126) against the IEEE 1 / d. Counts kept per thread, one atomic
+ * each; the first pattern that differs is kept for the message. */
+__global__ void sigmoid_exhaustive_kernel(unsigned long long *cnt, unsigned *first)
+{
+    unsigned long long differ = 0, misflag = 0, taken = 0, rdiffer = 0;
+    const uint64_t stride = (uint64_t)gridDim.x * blockDim.x;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 32); i += stride) {
+        const float x = __uint_as_float((unsigned)i);
+        bool bad = false;
+        const float f = fx::sigmoid_fast(x, bad);
+        misflag += bad != !(fabsf(x) <= 87.0f);
+        if (!bad) {
+            taken++;
+            if (__float_as_uint(f) != __float_as_uint(moe_sigmoidf(x))) differ++, atomicMin(&first[0], (unsigned)i);
+        }
+        if (i >= 0x3F800000u && i < 0x7E800000u && __float_as_uint(fx::recip_fast(x)) != __float_as_uint(1.0f / x))
+            rdiffer++, atomicMin(&first[1], (unsigned)i);
+    }
+    atomicAdd(&cnt[0], taken), atomicAdd(&cnt[1], differ), atomicAdd(&cnt[2], misflag), atomicAdd(&cnt[3], rdiffer);
+}
+
+START_TEST(sigmoid_fast_exhaustive)
+{
+    unsigned long long *d_cnt, cnt[4];
+    unsigned *d_first, first[2] = {0xFFFFFFFFu, 0xFFFFFFFFu};
+    ck_assert_int_eq(cudaMalloc(&d_cnt, sizeof cnt), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc(&d_first, sizeof first), cudaSuccess);
+    ck_assert_int_eq(cudaMemset(d_cnt, 0, sizeof cnt), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(d_first, first, sizeof first, cudaMemcpyHostToDevice), cudaSuccess);
+    sigmoid_exhaustive_kernel<<<1024, 256>>>(d_cnt, d_first);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(cnt, d_cnt, sizeof cnt, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(first, d_first, sizeof first, cudaMemcpyDeviceToHost), cudaSuccess);
+    printf("sigmoid_fast: %llu of 2^32 patterns taken, %llu differ from moe_sigmoidf, %llu flagged against the rule; "
+           "recip_fast: %llu of 2^30 d in [1, 2^126) differ from 1 / d\n",
+           cnt[0], cnt[1], cnt[2], cnt[3]);
+    /* |x| <= 87: the patterns 0 to 0x42AE0000 (87) of each sign */
+    ck_assert_msg(cnt[0] == 2ull * 0x42AE0000ull + 2, "sigmoid_fast took %llu patterns", cnt[0]);
+    ck_assert_msg(cnt[1] == 0, "sigmoid_fast: %llu values differ from moe_sigmoidf (first pattern 0x%08x)", cnt[1], first[0]);
+    ck_assert_msg(cnt[2] == 0, "sigmoid_fast: %llu patterns flagged against the header's rule", cnt[2]);
+    ck_assert_msg(cnt[3] == 0, "recip_fast: %llu values differ from 1 / d (first pattern 0x%08x)", cnt[3], first[1]);
+    cudaFree(d_cnt), cudaFree(d_first);
+}
+END_TEST
+
 /* The gated epilogue's second pass (fast_gemm.cuh: a row holding a g that
  * silu_fast flags, g < -80 here, is evaluated again by moe_siluf and stored
  * over the first), on every tile family of bf16 and the three fp8 schemes,
@@ -1181,7 +1231,9 @@ END_TEST
  * any order on f32 or on the e4m3 wgmma's accumulator. So h must be
  * bf16(moe_siluf(bf16(g)) * bf16(u)) bit for bit at every slot and column;
  * about a fifth of the g fall below -80, and the test asserts rows that hold
- * both kinds. The 4-bit schemes' weights are not integers here: not run. */
+ * both kinds. The same with swigluoai (gpt-oss's alpha and limit), whose
+ * sigmoid_fast flags |min(g, limit) alpha| > 87, g below -51.1 here. The
+ * 4-bit schemes' weights are not integers here: not run. */
 static void int_operand(moe_tensor *t, int w_side, uint64_t seed, uint64_t stream)
 {
     const int64_t K = t->shape[t->ndim - 1];
@@ -1209,10 +1261,13 @@ START_TEST(silu_flagged_rows_exact)
                                   {40, 8, 2, 512, 256, MOE_ACT_SILU, 16},
                                   {200, 8, 2, 512, 256, MOE_ACT_SILU, 64},
                                   {600, 4, 2, 512, 256, MOE_ACT_SILU, 128}};
+    for (int oai = 0; oai < 2; oai++)
     for (size_t si = 0; si < sizeof schemes / sizeof schemes[0]; si++)
         for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
             const moe_scheme sc = schemes[si];
-            const fcase *c = &cases[ci];
+            fcase cc = cases[ci];
+            cc.act = oai ? MOE_ACT_SWIGLUOAI : MOE_ACT_SILU;
+            const fcase *c = &cc;
             const int bf = sc == MOE_SCHEME_BF16, I = c->I, H = c->H;
             fprob fb;
             q8prob f8;
@@ -1266,20 +1321,24 @@ START_TEST(silu_flagged_rows_exact)
                     }
                     const float gb = moe_bf16_to_f32(moe_f32_to_bf16((float)g, MOE_POLICY_IEEE_RNE, NULL)),
                                 ub = moe_bf16_to_f32(moe_f32_to_bf16((float)u, MOE_POLICY_IEEE_RNE, NULL));
-                    const uint16_t want = moe_f32_to_bf16(moe_siluf(gb) * ub, MOE_POLICY_IEEE_RNE, NULL),
+                    const moe_act_params *a = &pp->act;
+                    const float hv = oai ? moe_act_swigluoai(gb, ub, a->alpha, a->limit) : moe_siluf(gb) * ub;
+                    const uint16_t want = moe_f32_to_bf16(hv, MOE_POLICY_IEEE_RNE, NULL),
                                    got = ((const uint16_t *)hd->data)[(int64_t)r * I + j];
-                    fl += gb < -80.0f, n++;
+                    fl += oai ? !(fabsf(moe_act_gate_limit(gb, a->limit) * a->alpha) <= 87.0f) : gb < -80.0f, n++;
                     if (got != want && differ++ == 0)
                         fprintf(stderr, "slot %d col %d: g %g u %g: h 0x%04x, want 0x%04x\n", s, j, gb, ub, got, want);
                 }
                 flagged += fl, mixed += fl > 0 && fl < I;
             }
-            printf("silu flagged rows %s M %d (%s): %lld h values, %lld with g < -80, %lld of %d rows mixed, %lld differ\n",
+            const char *an = moe_act_name(c->act);
+            printf("%s flagged rows %s M %d (%s): %lld h values, %lld flagged, %lld of %d rows mixed, %lld differ\n", an,
                    moe_scheme_name(sc), c->M, desc, (long long)n, (long long)flagged, (long long)mixed, c->M * c->k,
                    (long long)differ);
-            ck_assert_msg(differ == 0, "%s M %d: %lld of %lld h values differ from moe_siluf on exact sums",
+            ck_assert_msg(differ == 0, "%s %s M %d: %lld of %lld h values differ from the reference's on exact sums", an,
                           moe_scheme_name(sc), c->M, (long long)differ, (long long)n);
-            ck_assert_msg(flagged > 0 && mixed > 0, "%s M %d: no row mixes flagged and unflagged g", moe_scheme_name(sc), c->M);
+            ck_assert_msg(flagged > 0 && mixed > 0, "%s %s M %d: no row mixes flagged and unflagged g", an, moe_scheme_name(sc),
+                          c->M);
             moe_fused_trace_store_free(&ts);
             if (bf) fprob_free(&fb);
             else moe_tensor_free(&w1f), q8prob_free(&f8);
@@ -2615,6 +2674,7 @@ static void add_tests(Suite *s)
     TCase *te = gpu_tcase(s, "encode", 300);
     tcase_add_test(te, e4m3_encode_exhaustive);
     tcase_add_test(te, silu_fast_exhaustive);
+    tcase_add_test(te, sigmoid_fast_exhaustive);
     tcase_add_test(te, silu_flagged_rows_exact);
     tcase_add_loop_test(te, qstep_exhaustive, 0, (int)(sizeof Q8_SCHEMES / sizeof Q8_SCHEMES[0]));
     /* CK_RUN_CASE=slot: the M = 1 layout against the align layout (no host forward) */
