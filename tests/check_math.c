@@ -18,6 +18,7 @@
 #endif
 #include <math.h>  /* the system header: libm's double functions are the references */
 #include "math.h"  /* reference/math.h, found through -iquote reference */
+#include "../optimized/cuda/recip_refine.h"
 
 static uint32_t bits_of(float x)
 {
@@ -638,6 +639,31 @@ START_TEST(pinned_digests)
 }
 END_TEST
 
+/* The GPU sigmoid's reciprocal refinement (optimized/cuda/recip_refine.h)
+ * from every estimate within 4 ulps of 1 / d (rcp.approx.f32's bound is
+ * 2 ulps): the IEEE quotient, for all 2^23 fractions in [1, 2) and, in
+ * every binade up to 2^126, every 4093rd fraction and the all-ones one
+ * (the case its select exists for: without it 4 of the 8 estimates off by
+ * an ulp or more round to the power of two below) */
+START_TEST(recip_refine_correctly_rounded)
+{
+    long long tried = 0, wrong = 0;
+    uint32_t first = 0;
+    for (uint32_t e = 127; e < 127 + 126; e++) {
+        const uint32_t n = e == 127 ? 1u << 23 : 2050;
+        for (uint32_t i = 0; i < n; i++) {
+            const uint32_t m = e == 127 ? i : i + 1 == n ? 0x7FFFFFu : i * 4093u;
+            const float d = float_of(e << 23 | m), want = 1.0f / d;
+            for (int o = -4; o <= 4; o++, tried++)
+                if (bits_of(moe_recip_refine(d, float_of(bits_of(want) + (uint32_t)o))) != bits_of(want) && !wrong++)
+                    first = bits_of(d);
+        }
+    }
+    printf("recip_refine: %lld estimates tried, %lld not the IEEE quotient\n", tried, wrong);
+    ck_assert_msg(wrong == 0, "recip_refine: %lld of %lld wrong (first d 0x%08x)", wrong, tried, first);
+}
+END_TEST
+
 static Suite *math_suite(void)
 {
     Suite *s = suite_create("math");
@@ -648,6 +674,7 @@ static Suite *math_suite(void)
     tcase_add_test(tc, fmin_fmax_values);
     tcase_add_test(tc, pinned_bits);
     tcase_add_test(tc, pinned_digests);
+    tcase_add_test(tc, recip_refine_correctly_rounded);
     suite_add_tcase(s, tc);
     TCase *sw = tcase_create("sweeps");
     tcase_set_timeout(sw, exhaustive() ? 7200 : 120);

@@ -18,28 +18,31 @@
  *        moe_ldexpf is one multiply by 2^k: so is this, 2^k made from
  *        the bits of kf + 1.5 * 2^23 (exact; its low bits are k), no
  *        float-to-int conversion;
- *   1 / (1 + e^-x) by recip_fast: 1 + e^-x is in [1, 2^126).
+ *   1 / (1 + e^-x) by recip_fast: 1 + e^-x is in [1, 2^126), where
+ *        recip_refine.h turns rcp.approx's estimate into the IEEE
+ *        quotient (proven on the host from any estimate within 4 ulps).
  *
  * Claimed: sigmoid_fast equals moe_sigmoidf bit for bit for every float x
  * it does not flag, and flags exactly |x| > 87 and NaN; recip_fast equals
  * the IEEE 1 / d for every d in [1, 2^126). check_gpu_fast tcase encode
- * tries all 2^32 x and every such d (sigmoid_fast_exhaustive). */
+ * tries all 2^32 x and every such d (sigmoid_fast_exhaustive); not yet run
+ * on a GPU when written (NOTES.md v54). */
 #ifndef MOE_OPTIMIZED_CUDA_FAST_SIGMOID_CUH
 #define MOE_OPTIMIZED_CUDA_FAST_SIGMOID_CUH
 
 #include "reference/act_core.h"
 #include "reference/math.h"
+#include "recip_refine.h"
 
 namespace fx {
 
-/* 1 / d for d in [1, 2^126): the reciprocal approximation, one Newton
- * step and one FMA correction (the quotient is normal, no slow path) */
+/* 1 / d for d in [1, 2^126): the reciprocal approximation refined
+ * (recip_refine.h; the quotient is normal, no slow path) */
 __device__ __forceinline__ float recip_fast(float d)
 {
     float rc;
     asm("rcp.approx.f32 %0, %1;" : "=f"(rc) : "f"(d));
-    rc = __fmaf_rn(rc, __fmaf_rn(-d, rc, 1.0f), rc);
-    return __fmaf_rn(__fmaf_rn(-rc, d, 1.0f), rc, rc);
+    return moe_recip_refine(d, rc);
 }
 
 __device__ __forceinline__ float sigmoid_fast(float x, bool &bad)
