@@ -147,6 +147,16 @@ MOE_HD MOE_INLINE float moe_recipf(float x)
  * no float-to-int conversion of an out-of-range value. */
 #define MOE_M_ROUND_MAGIC 0x1.8p23f
 
+/* 2^k from t = k + 1.5 * 2^23 (the rounding sum above, before the magic
+ * is taken off), for k in [-126, 127]: t's low bits are k, so k << 23
+ * plus 1.0's bits is 2^k's; no float-to-int conversion (the GPU's
+ * branch-free silu and sigmoid, optimized/cuda/fast_silu.cuh and
+ * fast_sigmoid.cuh) */
+MOE_HD MOE_INLINE float moe_m_pow2_of_round(float t)
+{
+    return moe_u32_as_f32((moe_f32_as_u32(t) << 23) + 0x3F800000u);
+}
+
 /* e^r - 1 for |r| <= ln2/2 + 5e-4, as r + r^2 * p(r), p a degree-5
  * minimax fit of (e^r - 1 - r)/r^2 (fitting error 1.4e-9, Remez exchange
  * in 50-digit arithmetic, coefficients rounded to float). The caller adds

@@ -639,6 +639,18 @@ START_TEST(pinned_digests)
 }
 END_TEST
 
+/* 2^k from the rounding sum's bits (moe_m_pow2_of_round), every k of its range: what the GPU's branch-free silu
+ * and sigmoid multiply by, equal to libm's ldexpf */
+START_TEST(pow2_of_round_values)
+{
+    for (int k = -126; k <= 127; k++) {
+        const float t = (float)k + MOE_M_ROUND_MAGIC; /* exact */
+        ck_assert_msg(bits_of(moe_m_pow2_of_round(t)) == bits_of(ldexpf(1.0f, k)), "k %d: 0x%08x", k,
+                      bits_of(moe_m_pow2_of_round(t)));
+    }
+}
+END_TEST
+
 /* The GPU sigmoid's reciprocal refinement (optimized/cuda/recip_refine.h)
  * from every estimate within 4 ulps of 1 / d (rcp.approx.f32's bound is
  * 2 ulps): the IEEE quotient, for all 2^23 fractions in [1, 2) and, in
@@ -675,6 +687,7 @@ static Suite *math_suite(void)
     tcase_add_test(tc, pinned_bits);
     tcase_add_test(tc, pinned_digests);
     tcase_add_test(tc, recip_refine_correctly_rounded);
+    tcase_add_test(tc, pow2_of_round_values);
     suite_add_tcase(s, tc);
     TCase *sw = tcase_create("sweeps");
     tcase_set_timeout(sw, exhaustive() ? 7200 : 120);

@@ -50,7 +50,7 @@ __device__ __forceinline__ float sigmoid_fast(float x, bool &bad)
     bad |= !(fabsf(x) <= 87.0f);
     float kf;
     const float y = moe_m_exp_split(-x, &kf);
-    const float t = y * __int_as_float((__float_as_int(kf + MOE_M_ROUND_MAGIC) << 23) + 0x3F800000);
+    const float t = y * moe_m_pow2_of_round(kf + MOE_M_ROUND_MAGIC);
     return recip_fast(1.0f + t);
 }
 

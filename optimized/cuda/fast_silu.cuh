@@ -60,7 +60,7 @@ __device__ __forceinline__ float silu_fast(float g, bool &bad)
     pp = __fmaf_rn(pp, r, MOE_M_EXPM1_P1);
     pp = __fadd_rn(__fmul_rn(pp, r), MOE_M_EXPM1_P0);
     const float y = __fadd_rn(1.0f, __fadd_rn(r, __fmul_rn(__fmul_rn(r, r), pp)));
-    const float d = __fmaf_rn(y, __int_as_float((__float_as_int(t) << 23) + 0x3F800000), 1.0f);
+    const float d = __fmaf_rn(y, moe_m_pow2_of_round(t), 1.0f);
     float rc;
     asm("rcp.approx.f32 %0, %1;" : "=f"(rc) : "f"(d));
     rc = __fmaf_rn(rc, __fmaf_rn(-d, rc, 1.0f), rc);

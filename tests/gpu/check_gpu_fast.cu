@@ -1210,7 +1210,7 @@ START_TEST(sigmoid_fast_exhaustive)
     ck_assert_int_eq(cudaMemcpy(cnt, d_cnt, sizeof cnt, cudaMemcpyDeviceToHost), cudaSuccess);
     ck_assert_int_eq(cudaMemcpy(first, d_first, sizeof first, cudaMemcpyDeviceToHost), cudaSuccess);
     printf("sigmoid_fast: %llu of 2^32 patterns taken, %llu differ from moe_sigmoidf, %llu flagged against the rule; "
-           "recip_fast: %llu of 2^30 d in [1, 2^126) differ from 1 / d\n",
+           "recip_fast: %llu of the 126 x 2^23 d in [1, 2^126) differ from 1 / d\n",
            cnt[0], cnt[1], cnt[2], cnt[3]);
     /* |x| <= 87: the patterns 0 to 0x42AE0000 (87) of each sign */
     ck_assert_msg(cnt[0] == 2ull * 0x42AE0000ull + 2, "sigmoid_fast took %llu patterns", cnt[0]);
