@@ -632,7 +632,8 @@ moe_status combine(const void *y, const moe_cuda_fx_layout *L, const float *topk
  * 4 warps side by side along N (BN 128, or BN 64 when too few CTAs would
  * stream the weights; the 4-bit schemes' BN 64 tile keeps 2). Prefill: 64-row blocks of 8 warps; 128-row blocks
  * of two warpgroups, 128 x 256 for bf16, 128 x 128 for e4m3 (the promotion
- * keeps a second set of accumulators: 2 x 64 registers a thread). e4m3's
+ * keeps a second set of accumulators: 2 x 64 registers a thread), either
+ * for int8 (s32 sums, no promotion; plan_make, NOTES.md v55). e4m3's
  * middle range (17-64 rows an expert) runs one warpgroup on 64 x 128
  * (64x128W): mma.sync e4m3 runs at half the rate of s8 on this chip, and
  * two such CTAs an SM overlap one's promotion with the other's wgmma (v11). */
@@ -681,13 +682,14 @@ int scheme_ok(moe_scheme s)
 }
 
 /* the tiles each kind has: the wgmma ones are bf16 (128 x 256, also for the
- * 4-bit weights, dequantized by its producer: persistent only) and e4m3
- * (128 x 128, promoted); int8 has mma.sync tiles only */
+ * 4-bit weights, dequantized by its producer: persistent only), e4m3
+ * (128 x 128, promoted) and int8 (both 128-row shapes, s32 sums: NOTES.md
+ * v55); int8's other tiles are mma.sync */
 int cfg_ok(Kind k, int c)
 {
     if (c < 0 || c >= CFG_COUNT) return 0;
-    if (c == CFG_128x256) return k == KIND_BF16 || is_w4(k);
-    if (c == CFG_128x128) return k == KIND_FP8 || k == KIND_FP8_BLOCK;
+    if (c == CFG_128x256) return k == KIND_BF16 || is_w4(k) || k == KIND_I8;
+    if (c == CFG_128x128) return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_I8;
     if (is_w64(c)) return k == KIND_FP8 || k == KIND_FP8_BLOCK || k == KIND_BF16;
     if (is_swapped(c)) return k == KIND_BF16 || k == KIND_FP8 || k == KIND_FP8_BLOCK;
     return 1;
@@ -748,6 +750,7 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
     static constexpr bool DWS = WG && BM < 64 && BN == 128 && fx::swp_has<T, QS>::v;
     template <int EPI> static constexpr bool EW = WS && BM == 128 && QS < fx::QS_W4_INT &&
                                                   (std::is_same<T, __nv_fp8_e4m3>::value ||
+                                                   (std::is_same<T, int8_t>::value && BN == 128) ||
                                                    (std::is_same<T, __nv_bfloat16>::value && EPI == fx::EPI_GATED));
     /* the e4m3 128-row tiles with epilogue scales also promote every two k tiles (plan.promote_k 256,
      * g.promote_tiles 2; NOTES.md v47) */
@@ -799,15 +802,16 @@ template <class T, int QS, class F> cudaError_t with_tile_t(int c, F f)
 {
     constexpr int W4 = QS >= fx::QS_W4_INT;
     constexpr bool SWT = (sizeof(T) == 2 && !W4) || std::is_same<T, __nv_fp8_e4m3>::value; /* swapped tiles */
+    constexpr bool I8 = std::is_same<T, int8_t>::value; /* int8's 128-row wgmma tiles (NOTES.md v55) */
     switch (c) {
     case CFG_16x128: return f(tile<T, 16, 128, 1, 4, W4 ? 8 : 6, false, QS>());
     case CFG_16x64: return f(tile<T, 16, 64, 1, W4 ? 2 : 4, W4 ? 12 : 8, false, QS>());
     case CFG_64x128: return f(tile<T, 64, 128, 2, 4, W4 ? 6 : 4, false, QS>());
     case CFG_128x256:
-        if constexpr (sizeof(T) == 2) return f(tile<T, 128, 256, 8, 1, 4, true, QS>());
+        if constexpr (sizeof(T) == 2 || I8) return f(tile<T, 128, 256, 8, 1, 4, true, QS>());
         break;
     case CFG_128x128:
-        if constexpr (std::is_same<T, __nv_fp8_e4m3>::value) return f(tile<T, 128, 128, 8, 1, 6, true, QS>());
+        if constexpr (std::is_same<T, __nv_fp8_e4m3>::value || I8) return f(tile<T, 128, 128, 8, 1, 6, true, QS>());
         break;
     case CFG_64x128W:
         if constexpr (SWT) return f(tile<T, 64, 128, 4, 1, 4, true, QS>());
@@ -1095,13 +1099,21 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     /* bf16's 64-row tiles on wgmma where the k chains are long (NOTES.md v18, two same-binary rounds:
      * Mixtral-8x7B M = 256 4-12% faster, DeepSeek-V3 M = 1024 0.7-6%; gpt-oss-120b M = 1024, H 2880, 6-7% slower) */
     const int wg64 = kind == KIND_FP8 || kind == KIND_FP8_BLOCK || (kind == KIND_BF16 && env_flag("MOE_FX_WG64", p->H >= 4096));
+    /* int8 above 64 slots an expert on a 128-row wgmma tile (NOTES.md v55): s8 x s8 sums in s32 are exact over
+     * all of K, so its k loop is bf16's (no promotion), and a k tile is 128 bytes of a row, as bf16's. 128 x 256
+     * keeps bf16's bytes a k tile and its MMA time (s8 at twice bf16's rate over twice the k), so its L2 traffic
+     * a flop is bf16's; 128 x 128 has e4m3's epilogue warpgroup form. Before v55 int8 ran the 64 x 128 mma.sync
+     * tile there (24-38% of the fp8 peak at M >= 4096, v54's H100 grid). MOE_FX_I8WG=0 / 128 / 256: the
+     * mma.sync tile / 128 x 128 / 128 x 256 */
+    const char *i8v = getenv("MOE_FX_I8WG");
+    const int i8wg = kind != KIND_I8 ? 0 : !i8v ? 256 : atoi(i8v) == 128 ? 128 : atoi(i8v) == 0 ? 0 : 256;
     if (avg <= 16)
         c1 = pick_bn((int)touched, (2 * p->I + 127) / 128), c2 = pick_bn((int)touched, (p->H + 127) / 128);
     else if (avg > 32 && env_flag("MOE_FX_BM128", bm128) && (w16 || kind == KIND_FP8 || kind == KIND_FP8_BLOCK))
         c1 = c2 = w16 ? CFG_128x256 : CFG_128x128;
     else if (avg <= 64 && wg64) c1 = c2 = CFG_64x128W;
-    else if (avg <= 64 || kind == KIND_I8 || (is_w4(kind) && !w4wg)) c1 = c2 = CFG_64x128;
-    else c1 = c2 = w16 ? CFG_128x256 : CFG_128x128;
+    else if (avg <= 64 || (kind == KIND_I8 && !i8wg) || (is_w4(kind) && !w4wg)) c1 = c2 = CFG_64x128;
+    else c1 = c2 = w16 || i8wg == 256 ? CFG_128x256 : CFG_128x128;
     /* the decode tiles on wgmma, weights as A (NOTES.md v16: mma.sync e4m3 is emulated on this chip) */
     plan->swapped = CFG_BM[c1] == 16 && cfg_ok(kind, CFG_16x128S) && env_flag("MOE_FX_SWAP", 1);
     /* 32 token rows a block (one weight pass for experts of 17-32 slots) where
@@ -1140,11 +1152,15 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * rounds of its own 6% apart; DeepSeek-V3 (112) M = 4096 1% slower, where the epilogue is a smaller share
      * of the tile and, by a 4-stage trial's hint, the stage fewer costs more; Qwen3-30B-A3B (32) within -3 / +2%); GEMM2 (f32 sums of 128 KB) has
      * no such form. MOE_FX_EWG=<mask> in the environment: that mask instead (0: never; bf16: bit 0 only) */
-    if (plan->persistent && plan->bm1 == 128 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK || kind == KIND_BF16)) {
+    if (plan->persistent && plan->bm1 == 128 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK || kind == KIND_BF16 ||
+                                                 (kind == KIND_I8 && plan->bn2 == 128))) {
         const char *ev = getenv("MOE_FX_EWG");
+        /* int8's 128 x 128 tile: both GEMMs (its k loop has no promotion to cover, so the epilogue is the larger
+         * share of a tile); its 128 x 256 one has no such form (f32 sums of 128 KB; GATED's rounded hand-over
+         * needs no epilogue scales, fast_ws.cuh) */
         plan->epi_wg = ev ? atoi(ev) & 3
                        : kind == KIND_BF16 ? p->H >= 40 * 64 && p->H <= 64 * 64
-                       : kind == KIND_FP8_BLOCK ? 3 : (p->H >= 32 * 128) | (p->I >= 32 * 128) << 1;
+                       : kind == KIND_FP8_BLOCK || kind == KIND_I8 ? 3 : (p->H >= 32 * 128) | (p->I >= 32 * 128) << 1;
         if (kind == KIND_BF16) plan->epi_wg &= 1;
     }
     /* the weight tiles by TMA (NOTES.md v19, same-binary A/B over 4 shapes x 7 M x 5 schemes, two rounds):

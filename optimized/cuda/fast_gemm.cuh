@@ -47,8 +47,10 @@
  * the add (NOTES.md v9: why not two partial buffers); the swapped decode
  * tiles with epilogue scales keep two, and add one k tile's sums while the
  * next one's wgmma runs (v30, gemm_kernel). int8 accumulates in
- * s32 (exact) and converts once in the epilogue; it has no k-tile scales
- * and no wgmma tile (promote reads f32 partial sums). */
+ * s32 (exact) and converts once in the epilogue, on mma.sync and on the
+ * 128-row wgmma tiles (v55: the s32 bits held in the float sums, so those
+ * tiles run bf16's k loop); it has no k-tile scales (promote reads f32
+ * partial sums). */
 #ifndef MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
 #define MOE_OPTIMIZED_CUDA_FAST_GEMM_CUH
 
@@ -309,10 +311,13 @@ template <class T, int BN, bool SPLIT = false> __device__ __forceinline__ void w
     if constexpr (SPLIT && BN == 256) {
         wgmma_tile<T, 128>(d, da, db, sd);
         wgmma_tile<T, 128>(d + 64, da, db + ((128 * 128) >> 4), sd);
-    } else if (tc<T>::dt == MOE_E4M3) {
-        static_assert(sizeof(T) == 2 || BN == 128, "e4m3 wgmma: the 128-wide promotion tile only");
+    } else if constexpr (tc<T>::dt == MOE_E4M3) {
+        static_assert(BN == 128, "e4m3 wgmma: the 128-wide promotion tile only");
         wgmma_m64n128k32_e4m3(d, da, db, sd);
-    } else if (tc<T>::dt == MOE_BF16) {
+    } else if constexpr (tc<T>::dt == MOE_I8) {
+        if constexpr (BN == 256) wgmma_m64n256k32_s8(d, da, db, sd);
+        else wgmma_m64n128k32_s8(d, da, db, sd);
+    } else if constexpr (tc<T>::dt == MOE_BF16) {
         if (BN == 256) wgmma_m64n256k16_bf16(d, da, db);
         else wgmma_m64n128k16_bf16(d, da, db);
     } else {
@@ -798,7 +803,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
      * 64-row tiles multiply WEIGHT_TO_ACT values (measured: the deferred
      * form there took 1.5x longer, NOTES.md v12) */
     constexpr bool DEFER = QS == QS_W4_INT && W4R;
-    static_assert(!WG || sizeof(T) == 2 || E4, "wgmma tiles: bf16 / f16 or e4m3");
+    static_assert(!WG || sizeof(T) == 2 || E4 || (std::is_same<T, int8_t>::value && BM >= 64), "wgmma tiles: bf16 / f16, e4m3 or int8 (128-row)");
     static_assert(QS != QS_KTILE || E4, "k-tile scales: e4m3 codes (promote adds f32 partial sums)");
     static_assert(!W4 || std::is_same<T, __nv_bfloat16>::value, "4-bit weights: bf16 activations (the dequant packs bf16)");
     extern __shared__ __align__(128) unsigned char smem[];

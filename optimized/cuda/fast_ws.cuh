@@ -1,6 +1,7 @@
 /* The warp-specialized persistent form of the 128-row wgmma tiles (bf16
  * 128 x 256; e4m3 128 x 128 with promotion every k tile, or every two for
- * epilogue scales at PT = 2: plan.promote_k, NOTES.md v47), NOTES.md v13, and of the
+ * epilogue scales at PT = 2: plan.promote_k, NOTES.md v47; int8 128 x 256 or
+ * 128 x 128, s32 sums through bf16's k loop, v55), NOTES.md v13, and of the
  * 64-row one (64 x 128, one consumer warpgroup, 8 stages; v20: plan_make
  * takes it for bf16 only, where the producer running into the next tile
  * during the consumer's epilogue gained 1-5%; e4m3's single consumer
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
     typedef typename tc<T>::out_t TO;
     static_assert(!HB || (EPI == EPI_GATED && QS == QS_EPILOGUE && !PROMO && sizeof(TO) == 2),
                   "sums handed over rounded: GATED without epilogue scales (gemm_ws_launch refuses w_scale)");
-    static_assert(sizeof(T) == 2 || PROMO, "ws tiles: bf16 / f16 or e4m3");
+    static_assert(sizeof(T) == 2 || PROMO || std::is_same<T, int8_t>::value, "ws tiles: bf16 / f16, e4m3 or int8");
     static_assert(PT == 1 || (PT == 2 && PROMO && QS == QS_EPILOGUE), "two k tiles a promotion: e4m3 with epilogue scales");
     static_assert(QS == QS_EPILOGUE || (QS == QS_KTILE && PROMO) || (W4 && std::is_same<T, __nv_bfloat16>::value && BM == 128),
                   "ws tiles: epilogue or k-tile scales; 4-bit codes on bf16's 128-row tile");

@@ -1747,6 +1747,74 @@ START_TEST(w4_wgmma_matches_bf16)
 }
 END_TEST
 
+/* int8 on the 128-row wgmma tiles (fast.cu MOE_FX_I8WG, NOTES.md v55) against
+ * int8 on the 64 x 128 mma.sync tile (MOE_FX_I8WG=0, the form before v55):
+ * both sum the s8 x s8 products of all of K in s32, which is exact in any
+ * order (|sum| <= 2^14 K, under 2^31 for K < 2^17), and run the same
+ * epilogue on the converted sums, so the outputs are the same bits. Each
+ * 128-row shape runs every form it has: persistent with TMA and with
+ * cp.async weights (128 x 128 also without its epilogue warpgroup, which
+ * the plan puts on both GEMMs) and one CTA a tile. The cases give each
+ * persistent CTA several tiles of both GEMMs (about 96 row blocks x 5 N
+ * tiles, k tiles 10 / 5 against 4-6 stages, so the rings wrap mid-tile),
+ * both activations, pad rows, 16 experts with top-4 in the third, and
+ * partial k and N tiles in both GEMMs in the second (H 1200, I 656); the
+ * plan's choice of the tile is asserted. No host forward: seconds. */
+START_TEST(i8_wgmma_matches_mma)
+{
+    const moe_scheme sc = MOE_SCHEME_INT8_WCHANNEL_ATOKEN;
+    if (other_scheme(sc)) return;
+    const fcase cases[] = {{6000, 8, 2, 1280, 640, MOE_ACT_SILU, 0},
+                           {3000, 8, 2, 1200, 656, MOE_ACT_SWIGLUOAI, 0},
+                           {2100, 16, 4, 1024, 768, MOE_ACT_SILU, 0}};
+    const char *shapes[] = {"256", "128"};
+    const char *wsv = getenv("MOE_FX_WS"), *ewv = getenv("MOE_FX_EWG");
+    const int ws_on = !(wsv && !strcmp(wsv, "0"));
+    for (size_t ci = 0; ci < (gpu_small() ? 1 : 3); ci++) {
+        const fcase *c = &cases[ci];
+        const size_t n = (size_t)c->M * c->H;
+        q8prob m;
+        char *keep = env_put("MOE_FX_I8WG", "0");
+        q8prob_make(c, sc, 760 + ci, 0, &m);
+        env_back("MOE_FX_I8WG", keep);
+        ck_assert_int_eq(m.plan.bm1, 64);
+        ck_assert_int_eq(m.plan.wg64, 0); /* int8's 64-row tile is mma.sync */
+        uint16_t *o_mma = q8_run(&m);
+        q8prob_free(&m);
+        for (int si = 0; si < 2; si++) {
+            const int bn = atoi(shapes[si]);
+            q8prob f;
+            keep = env_put("MOE_FX_I8WG", shapes[si]);
+            q8prob_make(c, sc, 760 + ci, 0, &f);
+            env_back("MOE_FX_I8WG", keep);
+            ck_assert_msg(f.plan.bm1 == 128 && f.plan.bm2 == 128 && f.plan.bn2 == bn && f.plan.bn1 * 2 == bn,
+                          "int8 case %zu, MOE_FX_I8WG=%s: plan %d x %d / %d x %d", ci, shapes[si], f.plan.bm1,
+                          f.plan.bn1 * 2, f.plan.bm2, f.plan.bn2);
+            ck_assert_int_eq(f.plan.persistent, ws_on);
+            /* the epilogue warpgroup: 128 x 128 on both GEMMs (MOE_FX_EWG overrides), never on 128 x 256 */
+            ck_assert_int_eq(f.plan.epi_wg, !ws_on || bn == 256 ? 0 : ewv ? atoi(ewv) & 3 : 3);
+            f.plan.persistent = 1, f.plan.tma = 1, f.plan.epi_wg = bn == 128 ? 3 : 0;
+            same_bits("int8", bn == 128 ? "128 x 128 persistent (epilogue warpgroup, TMA weights)"
+                                        : "128 x 256 persistent (TMA weights)", q8_run(&f), o_mma, n);
+            f.plan.tma = 0;
+            same_bits("int8", bn == 128 ? "128 x 128 persistent (epilogue warpgroup, cp.async weights)"
+                                        : "128 x 256 persistent (cp.async weights)", q8_run(&f), o_mma, n);
+            if (bn == 128) {
+                f.plan.tma = 1, f.plan.epi_wg = 0;
+                same_bits("int8", "128 x 128 persistent without the epilogue warpgroup", q8_run(&f), o_mma, n);
+            }
+            f.plan.persistent = 0, f.plan.tma = 1, f.plan.epi_wg = 0;
+            same_bits("int8", bn == 128 ? "128 x 128 one CTA a tile" : "128 x 256 one CTA a tile", q8_run(&f), o_mma, n);
+            printf("int8 wgmma 128 x %d: M %d E %d top-%d H %d I %d %s, %zu outputs of its %s forms bit-identical to "
+                   "the 64 x 128 mma.sync tile\n", bn, c->M, c->E, c->k, c->H, c->I, moe_act_name(c->act), n,
+                   bn == 128 ? "four" : "three");
+            q8prob_free(&f);
+        }
+        free(o_mma);
+    }
+}
+END_TEST
+
 /* The persistent form of the swapped decode tiles (fast_swp.cuh,
  * plan.decode_ws: one CTA an SM on 11 / 12 stages, two on 5 / 6) against
  * one CTA a tile (gemm_kernel) with the same TMA weights: the same wgmmas,
@@ -2698,6 +2766,9 @@ static void add_tests(Suite *s)
     TCase *t4 = gpu_tcase(s, "w4wg", 300);
     tcase_add_loop_test(t4, w4_dequant_exhaustive, 0, 2);
     tcase_add_loop_test(t4, w4_wgmma_matches_bf16, 0, (int)(sizeof W4_SCHEMES / sizeof W4_SCHEMES[0]));
+    /* CK_RUN_CASE=i8wg: int8's 128-row wgmma tiles against its mma.sync tile (no host forward, seconds) */
+    TCase *t8 = gpu_tcase(s, "i8wg", 300);
+    tcase_add_test(t8, i8_wgmma_matches_mma);
     /* CK_RUN_CASE=tma: the weight tiles by TMA (from the row-major and the tiled weights) against the copies,
      * the tiled layout (no host forward) */
     TCase *tt = gpu_tcase(s, "tma", 600);
