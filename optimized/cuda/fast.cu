@@ -750,7 +750,7 @@ template <class T, int BM, int BN, int WM, int WN, int ST, bool WG, int QS> stru
     static constexpr bool DWS = WG && BM < 64 && BN == 128 && fx::swp_has<T, QS>::v;
     template <int EPI> static constexpr bool EW = WS && BM == 128 && QS < fx::QS_W4_INT &&
                                                   (std::is_same<T, __nv_fp8_e4m3>::value ||
-                                                   (std::is_same<T, int8_t>::value && BN == 128) ||
+                                                   (std::is_same<T, int8_t>::value && (BN == 128 || EPI == fx::EPI_GATED)) ||
                                                    (std::is_same<T, __nv_bfloat16>::value && EPI == fx::EPI_GATED));
     /* the e4m3 128-row tiles with epilogue scales also promote every two k tiles (plan.promote_k 256,
      * g.promote_tiles 2; NOTES.md v47) */
@@ -1102,7 +1102,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     /* int8 above 64 slots an expert on a 128-row wgmma tile (NOTES.md v55): s8 x s8 sums in s32 are exact over
      * all of K, so its k loop is bf16's (no promotion), and a k tile is 128 bytes of a row, as bf16's. 128 x 256
      * keeps bf16's bytes a k tile and its MMA time (s8 at twice bf16's rate over twice the k), so its L2 traffic
-     * a flop is bf16's; 128 x 128 has e4m3's epilogue warpgroup form. Before v55 int8 ran the 64 x 128 mma.sync
+     * a flop is bf16's; 128 x 128 a third more. Before v55 int8 ran the 64 x 128 mma.sync
      * tile there (24-38% of the fp8 peak at M >= 4096, v54's H100 grid). MOE_FX_I8WG=0 / 128 / 256: the
      * mma.sync tile / 128 x 128 / 128 x 256 */
     const char *i8v = getenv("MOE_FX_I8WG");
@@ -1152,16 +1152,17 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * rounds of its own 6% apart; DeepSeek-V3 (112) M = 4096 1% slower, where the epilogue is a smaller share
      * of the tile and, by a 4-stage trial's hint, the stage fewer costs more; Qwen3-30B-A3B (32) within -3 / +2%); GEMM2 (f32 sums of 128 KB) has
      * no such form. MOE_FX_EWG=<mask> in the environment: that mask instead (0: never; bf16: bit 0 only) */
-    if (plan->persistent && plan->bm1 == 128 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK || kind == KIND_BF16 ||
-                                                 (kind == KIND_I8 && plan->bn2 == 128))) {
+    const int i8w = kind == KIND_I8 && plan->bn2 == 256; /* int8 on bf16's shape */
+    if (plan->persistent && plan->bm1 == 128 && (kind == KIND_FP8 || kind == KIND_FP8_BLOCK || kind == KIND_BF16 || kind == KIND_I8)) {
         const char *ev = getenv("MOE_FX_EWG");
-        /* int8's 128 x 128 tile: both GEMMs (its k loop has no promotion to cover, so the epilogue is the larger
-         * share of a tile); its 128 x 256 one has no such form (f32 sums of 128 KB; GATED's rounded hand-over
-         * needs no epilogue scales, fast_ws.cuh) */
+        /* int8 (NOTES.md v55): 128 x 128 on both GEMMs (its k loop has no promotion to cover, so the epilogue is
+         * the larger share of a tile); 128 x 256 on GEMM1 only, bf16's form, its consumers scaling g and u
+         * before they round them (fast_ws.cuh; GEMM2's f32 sums would take 128 KB) */
         plan->epi_wg = ev ? atoi(ev) & 3
                        : kind == KIND_BF16 ? p->H >= 40 * 64 && p->H <= 64 * 64
+                       : i8w ? 1
                        : kind == KIND_FP8_BLOCK || kind == KIND_I8 ? 3 : (p->H >= 32 * 128) | (p->I >= 32 * 128) << 1;
-        if (kind == KIND_BF16) plan->epi_wg &= 1;
+        if (kind == KIND_BF16 || i8w) plan->epi_wg &= 1;
     }
     /* the weight tiles by TMA (NOTES.md v19, same-binary A/B over 4 shapes x 7 M x 5 schemes, two rounds):
      * the 128-row tiles 1-3% (8-bit) and 4-16% (bf16) faster, the 64-row tiles 0-5%; the 16 / 32-row decode
@@ -1174,7 +1175,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * tile allows (side-by-side timing). */
     plan->tma = !is_w4(kind) && fx::encode_tiled() &&
                 env_flag("MOE_FX_TMA", plan->bm1 >= 64 || kind != KIND_BF16 || p->M > 1);
-    if (kind == KIND_BF16 && !plan->tma) plan->epi_wg = 0; /* its form takes TMA weights only (fast_ws.cuh) */
+    if ((kind == KIND_BF16 || i8w) && !plan->tma) plan->epi_wg = 0; /* its form takes TMA weights only (fast_ws.cuh) */
     /* the weight boxes' L2 promotion (NOTES.md v33): a probe streaming the decode shapes' boxes (128 rows of
      * 128 bytes) read 4.03-4.38 TB/s with 256-byte promotion, 4.20-4.63 with 128-byte, against 4.31-4.66 for
      * the same bytes tile-contiguous; same binary, variants alternated over 4 shapes x M 1-4096 x 5 schemes:

@@ -155,6 +155,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
     constexpr int NWG = BM / 64; /* consumer warpgroups */
     typedef cfg<BM, BN, W::NCW, 1, STAGES, true> C; /* the consumers' fragment layout (epilogue) */
     constexpr bool PROMO = std::is_same<T, __nv_fp8_e4m3>::value;
+    constexpr bool I8 = std::is_same<T, int8_t>::value; /* int8 codes: s32 sums (NOTES.md v55) */
     /* HB: the sums handed over rounded to the output type (GATED's 128 x 256, above); CH, the fragment
      * layout of each half of the epilogue warpgroup's epilogue */
     constexpr bool HB = EW && BN == 256;
@@ -210,8 +211,10 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                     int blk, nt;
                     tile_of(t, blk, nt);
                     const uint4 *eb = (const uint4 *)ebuf + c * (C::NF / 2) * 128 + et;
-                    gemm_params pn = p; /* no epilogue scales (gemm_ws_launch): known here, so none compiled in */
-                    pn.w_scale = nullptr;
+                    /* no epilogue scales: none in the GEMM (bf16, gemm_ws_launch), or applied by the consumers before
+                     * the rounding (int8), so the epilogue runs as bf16's on g and u (TO: exact in f32) */
+                    gemm_params pn = p;
+                    pn.w_scale = nullptr, pn.a_scale = nullptr;
 #pragma unroll 1
                     for (int half = 0; half < 2; half++) {
                         float acc[1][CH::NF][4];
@@ -226,7 +229,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                             }
                         }
                         if (half) mbar_arrive(eempty0 + 8 * c); /* read: the consumers may write the next tile's */
-                        epilogue<T, CH, EPI, QS>(pn, acc, blk * BM, 2 * nt + half, p.block_expert[blk], 4 * c + ew, 0, lane);
+                        epilogue<TO, CH, EPI, QS>(pn, acc, blk * BM, 2 * nt + half, p.block_expert[blk], 4 * c + ew, 0, lane);
                     }
                     continue;
                 }
@@ -370,18 +373,36 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
         if constexpr (EW) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(ew_regs<EPI, QS, HB>::consumer));
         const int cw = warp, wg = cw / 4, wt = tid & 127;
         /* EW: this warpgroup's sums (or -1: no more tiles) to the epilogue warpgroup, once it has read the last */
-        auto hand_over = [&](int tn, int t, const float (&acc)[1][C::NF][4]) {
+        auto hand_over = [&](int tn, int t, const float (&acc)[1][C::NF][4], int row0, int nt, int e) {
             mbar_wait(eempty0 + 8 * wg, (tn & 1) ^ 1);
             if constexpr (HB) {
+                /* int8 (NOTES.md v55): g and u as the epilogue makes them, (sum * a_scale) * w_scale in f32, then
+                 * rounded; the rows' scales (pads: none stored, any scale) and each column pair's weight scales
+                 * (past I: none stored), loaded here */
+                float sa[2] = {1.0f, 1.0f};
+                if constexpr (I8) {
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int r = row0 + 16 * cw + (lane >> 2) + 8 * h;
+                        sa[h] = slot_at(p, r) >= 0 ? p.a_scale[a_sidx(p, r)] : 1.0f;
+                    }
+                }
                 uint4 *eb = (uint4 *)ebuf + wg * (C::NF / 2) * 128 + wt;
 #pragma unroll
                 for (int j = 0; j < C::NF / 2; j++) {
                     uint32_t w[4];
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
-                        const TO lo = tc<TO>::rnd(acc[0][2 * j + (i >> 1)][2 * (i & 1)]),
-                                 hi = tc<TO>::rnd(acc[0][2 * j + (i >> 1)][2 * (i & 1) + 1]);
-                        w[i] = (uint32_t)*(const uint16_t *)&lo | (uint32_t)*(const uint16_t *)&hi << 16;
+                        const int f = 2 * j + (i >> 1);
+                        float lo = acc[0][f][2 * (i & 1)], hi = acc[0][f][2 * (i & 1) + 1];
+                        if constexpr (I8) { /* fragment f: gate columns (even f) or up (odd), the epilogue's pairing */
+                            const int col = gated_col<C>(nt, 0, f >> 1, (lane & 3) * 2), n = (f & 1) ? p.I + col : col;
+                            const float w0 = col < p.I ? p.w_scale[w_sidx(p, e, n)] : 0.0f,
+                                        w1 = col + 1 < p.I ? p.w_scale[w_sidx(p, e, n + 1)] : 0.0f;
+                            lo = (tc<T>::acc(lo) * sa[i & 1]) * w0, hi = (tc<T>::acc(hi) * sa[i & 1]) * w1;
+                        }
+                        const uint32_t v = tc<TO>::rnd2(lo, hi);
+                        w[i] = v;
                     }
                     eb[j * 128] = make_uint4(w[0], w[1], w[2], w[3]);
                 }
@@ -403,7 +424,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
             if (t >= total) {
                 if constexpr (EW) {
                     const float none[1][C::NF][4] = {};
-                    hand_over(tn, -1, none);
+                    hand_over(tn, -1, none, 0, 0, 0);
                 }
                 break;
             }
@@ -498,7 +519,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
                     if (KT > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % STAGES));
                 }
             }
-            if constexpr (EW) hand_over(tn, t, acc);
+            if constexpr (EW) hand_over(tn, t, acc, row0, nt, e);
             else {
                 eo.load_cols(p, nt, e, 0, lane);
                 epilogue<T, C, EPI, QS>(p, acc, row0, nt, e, cw, 0, lane, &eo);
@@ -521,7 +542,7 @@ cudaError_t gemm_ws_launch(const gemm_params &p, int max_blocks, int n_cols, cud
 {
     if (!p.tile_next) return cudaErrorInvalidValue; /* the tile counter is the schedule */
     /* sums handed over rounded: no epilogue scales; TMA weights (the producer's registers) */
-    if (EW && BN == 256 && (p.w_scale || !p.b_tma)) return cudaErrorInvalidValue;
+    if (EW && BN == 256 && ((p.w_scale && !std::is_same<T, int8_t>::value) || !p.b_tma)) return cudaErrorInvalidValue;
     int sms = 0;
     const cudaError_t se = sm_count(&sms);
     if (se != cudaSuccess) return se;

@@ -1751,10 +1751,12 @@ END_TEST
  * int8 on the 64 x 128 mma.sync tile (MOE_FX_I8WG=0, the form before v55):
  * both sum the s8 x s8 products of all of K in s32, which is exact in any
  * order (|sum| <= 2^14 K, under 2^31 for K < 2^17), and run the same
- * epilogue on the converted sums, so the outputs are the same bits. Each
- * 128-row shape runs every form it has: persistent with TMA and with
- * cp.async weights (128 x 128 also without its epilogue warpgroup, which
- * the plan puts on both GEMMs) and one CTA a tile. The cases give each
+ * epilogue on the converted sums, so the outputs are the same bits (128 x
+ * 256's GEMM1 epilogue warpgroup: its consumers scale g and u and round
+ * them, as the epilogue would, and the warpgroup runs the rest). Each
+ * 128-row shape runs every form it has: persistent with and without its
+ * epilogue warpgroup (128 x 128: both GEMMs; 128 x 256: GEMM1), with TMA and
+ * with cp.async weights, and one CTA a tile. The cases give each
  * persistent CTA several tiles of both GEMMs (about 96 row blocks x 5 N
  * tiles, k tiles 10 / 5 against 4-6 stages, so the rings wrap mid-tile),
  * both activations, pad rows, 16 experts with top-4 in the third, and
@@ -1791,23 +1793,24 @@ START_TEST(i8_wgmma_matches_mma)
                           "int8 case %zu, MOE_FX_I8WG=%s: plan %d x %d / %d x %d", ci, shapes[si], f.plan.bm1,
                           f.plan.bn1 * 2, f.plan.bm2, f.plan.bn2);
             ck_assert_int_eq(f.plan.persistent, ws_on);
-            /* the epilogue warpgroup: 128 x 128 on both GEMMs (MOE_FX_EWG overrides), never on 128 x 256 */
-            ck_assert_int_eq(f.plan.epi_wg, !ws_on || bn == 256 ? 0 : ewv ? atoi(ewv) & 3 : 3);
-            f.plan.persistent = 1, f.plan.tma = 1, f.plan.epi_wg = bn == 128 ? 3 : 0;
+            /* the epilogue warpgroup (MOE_FX_EWG overrides): 128 x 128 on both GEMMs; 128 x 256 on GEMM1 (its
+             * consumers scale g and u, then hand them over rounded) with TMA weights only */
+            const int want_ew = !ws_on ? 0 : bn == 128 ? (ewv ? atoi(ewv) & 3 : 3) : !f.plan.tma ? 0 : ewv ? atoi(ewv) & 1 : 1;
+            ck_assert_int_eq(f.plan.epi_wg, want_ew);
+            f.plan.persistent = 1, f.plan.tma = 1, f.plan.epi_wg = bn == 128 ? 3 : 1;
             same_bits("int8", bn == 128 ? "128 x 128 persistent (epilogue warpgroup, TMA weights)"
+                                        : "128 x 256 persistent (GEMM1's epilogue warpgroup, TMA weights)", q8_run(&f), o_mma, n);
+            f.plan.epi_wg = 0;
+            same_bits("int8", bn == 128 ? "128 x 128 persistent without the epilogue warpgroup"
                                         : "128 x 256 persistent (TMA weights)", q8_run(&f), o_mma, n);
-            f.plan.tma = 0;
+            f.plan.tma = 0, f.plan.epi_wg = bn == 128 ? 3 : 0; /* 128 x 256's epilogue warpgroup: TMA weights only */
             same_bits("int8", bn == 128 ? "128 x 128 persistent (epilogue warpgroup, cp.async weights)"
                                         : "128 x 256 persistent (cp.async weights)", q8_run(&f), o_mma, n);
-            if (bn == 128) {
-                f.plan.tma = 1, f.plan.epi_wg = 0;
-                same_bits("int8", "128 x 128 persistent without the epilogue warpgroup", q8_run(&f), o_mma, n);
-            }
             f.plan.persistent = 0, f.plan.tma = 1, f.plan.epi_wg = 0;
             same_bits("int8", bn == 128 ? "128 x 128 one CTA a tile" : "128 x 256 one CTA a tile", q8_run(&f), o_mma, n);
             printf("int8 wgmma 128 x %d: M %d E %d top-%d H %d I %d %s, %zu outputs of its %s forms bit-identical to "
                    "the 64 x 128 mma.sync tile\n", bn, c->M, c->E, c->k, c->H, c->I, moe_act_name(c->act), n,
-                   bn == 128 ? "four" : "three");
+                   "four");
             q8prob_free(&f);
         }
         free(o_mma);
