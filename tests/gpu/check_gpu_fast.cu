@@ -1808,9 +1808,8 @@ START_TEST(i8_wgmma_matches_mma)
                                         : "128 x 256 persistent (cp.async weights)", q8_run(&f), o_mma, n);
             f.plan.persistent = 0, f.plan.tma = 1, f.plan.epi_wg = 0;
             same_bits("int8", bn == 128 ? "128 x 128 one CTA a tile" : "128 x 256 one CTA a tile", q8_run(&f), o_mma, n);
-            printf("int8 wgmma 128 x %d: M %d E %d top-%d H %d I %d %s, %zu outputs of its %s forms bit-identical to "
-                   "the 64 x 128 mma.sync tile\n", bn, c->M, c->E, c->k, c->H, c->I, moe_act_name(c->act), n,
-                   "four");
+            printf("int8 wgmma 128 x %d: M %d E %d top-%d H %d I %d %s, %zu outputs of its four forms bit-identical "
+                   "to the 64 x 128 mma.sync tile\n", bn, c->M, c->E, c->k, c->H, c->I, moe_act_name(c->act), n);
             q8prob_free(&f);
         }
         free(o_mma);
