@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(ws_cfg<BM, BN, STAGES, EW, (QS >= QS_W4_INT)>:
     typedef cfg<BM, BN / 2, W::NCW, 1, STAGES, true> CH;
     typedef typename tc<T>::out_t TO;
     static_assert(!HB || (EPI == EPI_GATED && QS == QS_EPILOGUE && !PROMO && sizeof(TO) == 2),
-                  "sums handed over rounded: GATED without epilogue scales (gemm_ws_launch refuses w_scale)");
+                  "sums handed over rounded: GATED without epilogue scales, or int8's scaled by the consumers (gemm_ws_launch)");
     static_assert(sizeof(T) == 2 || PROMO || std::is_same<T, int8_t>::value, "ws tiles: bf16 / f16, e4m3 or int8");
     static_assert(PT == 1 || (PT == 2 && PROMO && QS == QS_EPILOGUE), "two k tiles a promotion: e4m3 with epilogue scales");
     static_assert(QS == QS_EPILOGUE || (QS == QS_KTILE && PROMO) || (W4 && std::is_same<T, __nv_bfloat16>::value && BM == 128),
