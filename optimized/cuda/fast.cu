@@ -880,7 +880,7 @@ int is_q8(const moe_cuda_fx_problem *p)
 int gemv_kind(Kind k)
 {
     return k == KIND_BF16 ? fx::GV_BF16 : k == KIND_FP8 ? fx::GV_FP8 : k == KIND_FP8_BLOCK ? fx::GV_FP8_BLOCK
-                                                      : k == KIND_I8 ? fx::GV_I8 : -1;
+                                      : k == KIND_I8 ? fx::GV_I8 : k == KIND_W4 ? fx::GV_W4 : k == KIND_MX4 ? fx::GV_MX4 : -1;
 }
 
 /* activation scales per row of a K-wide operand: one per 128-group, one

@@ -30,7 +30,19 @@
  * accumulation model: fast.h moe_cuda_fx_model, the mma.sync one, k_step
  * products a step; e4m3's steps are 16, the chip's f16 HMMA).
  * The block scheme's 128-groups are exactly those chunks, promoted as
- * fast_gemm.cuh's ktile_promote does. */
+ * fast_gemm.cuh's ktile_promote does.
+ *
+ * The 4-bit weight schemes (w4a16_g128, mxfp4_w4a16) take the same two
+ * kernels with bf16 operands: a lane's 16 bytes of a row are 32 codes,
+ * turned in registers into bf16 pairs of codes j and j + 4 of each word
+ * (fast_w4.cuh's decode-tile form, w4_pair_int / w4_pair_mx) and paired
+ * with the token's values at the same k (a byte permute of its bf16
+ * words), eight m16n8k16 MMAs a piece. int4: a 64-byte half of a chunk is
+ * one 128-group, its sums times the group's f32 scale (acc = fma(part, s,
+ * acc), the decode tiles' deferred scale); e2m1: a lane's piece is one
+ * 32-group, its E8M0 scale applied in the conversion (exact, the
+ * reference's WEIGHT_TO_ACT values). So the GEMVs multiply what the decode
+ * tiles multiply (fast.cu moe_cuda_fx_model: dev for int4). */
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <stdint.h>
@@ -44,13 +56,13 @@ namespace {
 
 constexpr int GV_U = 2;     /* 128-byte chunks a warp loads a row before it multiplies the ones before */
 constexpr int GV_MAXW = 16; /* warps of a CTA at most (GEMV2: top-k <= 16) */
-/* K's parts a unit (one warp each): about 4 chunks a warp, so a warp's stream is a few memory round trips
- * (with one warp a unit of 16 chunks, ncu put Qwen3-30B-A3B's fp8 GEMV1 at 14 us and 1.75 TB/s, NOTES.md v28;
- * 1, 2, 3, 6 or 8 chunks a warp timed no faster there, v29), at most 8, and at most ceil(K / 128): each
- * part's sum adds one f32 rounding, within gemm_D's ceil(K / 128) (fast.cu's model) */
-int parts_for(int K, int elem, int most)
+/* K's parts a unit (one warp each) over a weight row of rowb bytes: about 4 chunks a warp, so a warp's stream
+ * is a few memory round trips (with one warp a unit of 16 chunks, ncu put Qwen3-30B-A3B's fp8 GEMV1 at 14 us
+ * and 1.75 TB/s, NOTES.md v28; 1, 2, 3, 6 or 8 chunks a warp timed no faster there, v29), at most 8, and at
+ * most ceil(K / 128): each part's sum adds one f32 rounding, within gemm_D's ceil(K / 128) (fast.cu's model) */
+int parts_for(int rowb, int K, int most)
 {
-    const int nch = (K * elem + 127) / 128, k128 = (K + 127) / 128;
+    const int nch = (rowb + 127) / 128, k128 = (K + 127) / 128;
     int ks = (nch + 3) / 4;
     ks = ks > most ? most : ks;
     return ks > k128 ? k128 : ks < 1 ? 1 : ks;
@@ -188,11 +200,25 @@ __device__ void copy_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, uns
  * is a 128-group, its sums promoted with the group's scales (sa(c): the
  * token's, swa / swb: the rows'). */
 template <class T, int QS> struct rowpair {
+    static constexpr bool W4 = QS >= QS_W4_INT; /* 4-bit codes, T = bf16 (the token's operand) */
     const uint8_t *ra, *rb;
-    int rowb, c_lo, c_hi;
+    int rowb, c_lo, c_hi; /* rowb: a weight row's bytes */
     uint4 a[GV_U][2], b[GV_U][2];
     float swa[GV_U], swb[GV_U];
-    const float *wsa, *wsb; /* QS_KTILE: the rows' block scales at chunk 0 */
+    uint32_t s4[GV_U][2][2]; /* W4: half h's scale of each row: int4 f32 bits (the 128-group), e2m1 the lane's E8M0 code */
+    const float *wsa, *wsb; /* QS_KTILE: the rows' block scales at chunk 0; W4: the rows' scales at k 0 */
+
+    /* the rows' scales (QS_KTILE, W4) of expert e, weight rows na and nb of K-wide rows */
+    __device__ __forceinline__ void scales_at(const gemm_params &p, int e, int na, int nb, int K)
+    {
+        if constexpr (QS == QS_KTILE) wsa = p.w_scale + w_sidx(p, e, na), wsb = p.w_scale + w_sidx(p, e, nb);
+        if constexpr (QS == QS_W4_INT)
+            wsa = p.w_scale + ((int64_t)e * p.N + na) * (K / 128), wsb = p.w_scale + ((int64_t)e * p.N + nb) * (K / 128);
+        if constexpr (QS == QS_W4_MX) {
+            const uint8_t *s = (const uint8_t *)p.w_scale;
+            wsa = (const float *)(s + ((int64_t)e * p.N + na) * (K / 32)), wsb = (const float *)(s + ((int64_t)e * p.N + nb) * (K / 32));
+        }
+    }
 
     __device__ __forceinline__ void load(int c0)
     {
@@ -210,6 +236,46 @@ template <class T, int QS> struct rowpair {
                 const bool ok = c0 + u < c_hi;
                 swa[u] = ok ? wsa[c0 + u] : 0.0f, swb[u] = ok ? wsb[c0 + u] : 0.0f;
             }
+            /* W4: a half (64 bytes, 128 k) is int4's group 2c + h; a lane's piece e2m1's group 8c + 4h + t */
+            if constexpr (W4)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int off = (c0 + u) * 128 + h * 64 + 16 * t;
+                const bool ok = c0 + u < c_hi && off < rowb;
+                if constexpr (QS == QS_W4_INT) {
+                    s4[u][h][0] = ok ? __float_as_uint(__ldg(wsa + 2 * (c0 + u) + h)) : 0u;
+                    s4[u][h][1] = ok ? __float_as_uint(__ldg(wsb + 2 * (c0 + u) + h)) : 0u;
+                } else if constexpr (QS == QS_W4_MX) {
+                    s4[u][h][0] = ok ? __ldg((const uint8_t *)wsa + off / 16) : 0u;
+                    s4[u][h][1] = ok ? __ldg((const uint8_t *)wsb + off / 16) : 0u;
+                }
+            }
+        }
+    }
+
+    /* W4: piece (u, h) of rows a / b (codes ca / cb) against the token's 32 bf16 values at its k (x: 64
+     * bytes, k order): MMA (q, i) takes codes 2i and 2i + 1 of word q as a0 / a2 (each a pair of codes j,
+     * j + 4: w4_pair_*), the token's values at those k as b0 / b1 */
+    __device__ __forceinline__ void w4_piece(float *d, const uint4 &ca, const uint4 &cb, const uint4 (&x)[4], const uint32_t (&sr)[2])
+    {
+        uint32_t fa1 = 0, fa2 = 0, fb1 = 0, fb2 = 0;
+        bool twa = false, twb = false;
+        if constexpr (QS == QS_W4_MX) twa = w4_mx_factors(sr[0], &fa1, &fa2), twb = w4_mx_factors(sr[1], &fb1, &fb2);
+        auto pair = [&](uint32_t w, int j, bool rb) {
+            if constexpr (QS == QS_W4_INT) return w4_pair_int(w, j);
+            else return rb ? w4_pair_mx(w, j, fb1, fb2, twb) : w4_pair_mx(w, j, fa1, fa2, twa);
+        };
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const uint32_t wa = word(ca, q), wb = word(cb, q);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const uint32_t af[4] = {pair(wa, 2 * i, false), pair(wb, 2 * i, true), pair(wa, 2 * i + 1, false),
+                                        pair(wb, 2 * i + 1, true)};
+                const uint32_t bf[2] = {__byte_perm(word(x[q], i), word(x[q], 2 + i), 0x5410u),
+                                        __byte_perm(word(x[q], i), word(x[q], 2 + i), 0x7632u)};
+                tc<T>::mma(d, af, bf);
+            }
         }
     }
 
@@ -220,15 +286,38 @@ template <class T, int QS> struct rowpair {
         for (int c0 = c_lo; c0 < c_hi; c0 += GV_U) {
             uint4 ca[GV_U][2], cb[GV_U][2];
             float csa[GV_U], csb[GV_U];
+            uint32_t cs4[GV_U][2][2];
 #pragma unroll
             for (int u = 0; u < GV_U; u++) {
                 ca[u][0] = a[u][0], ca[u][1] = a[u][1], cb[u][0] = b[u][0], cb[u][1] = b[u][1];
                 csa[u] = swa[u], csb[u] = swb[u];
+                if constexpr (W4)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) cs4[u][h][0] = s4[u][h][0], cs4[u][h][1] = s4[u][h][1];
             }
             if (c0 + GV_U < c_hi) load(c0 + GV_U);
 #pragma unroll
             for (int u = 0; u < GV_U; u++) {
                 if (c0 + u >= c_hi) break;
+                if constexpr (W4) {
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int off = (c0 + u) * 128 + h * 64 + 16 * t;
+                        uint4 x[4];
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            x[i] = off < rowb ? *(const uint4 *)(bop + 4 * off + 16 * i) : make_uint4(0, 0, 0, 0);
+                        if constexpr (QS == QS_W4_INT) { /* the group's sums times its scale (the decode tiles' DEFER) */
+                            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                            w4_piece(part, ca[u][h], cb[u][h], x, cs4[u][h]);
+                            acc[0] = fmaf(part[0], __uint_as_float(cs4[u][h][0]), acc[0]);
+                            acc[2] = fmaf(part[2], __uint_as_float(cs4[u][h][1]), acc[2]);
+                        } else {
+                            w4_piece(acc, ca[u][h], cb[u][h], x, cs4[u][h]);
+                        }
+                    }
+                    continue;
+                }
                 float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 float *d = QS == QS_KTILE ? part : acc;
 #pragma unroll
@@ -268,10 +357,10 @@ __global__ void __launch_bounds__(GV_MAXW * 16, 2) gemv1_kernel(gemm_params p, g
     __shared__ float s_part[4 * GV_MAXW];
     __shared__ float s_sum[GV_MAXW][16];
     constexpr bool Q8 = !std::is_same<T, __nv_bfloat16>::value;
-    const int H = p.K, I = p.I, rowb = H * (int)sizeof(T), ucols = I / 8, units = p.topk * ucols;
+    const int H = p.K, I = p.I, rowb = H * (int)sizeof(T) / (QS >= QS_W4_INT ? 4 : 1), ucols = I / 8, units = p.topk * ucols;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, S = blockDim.x >> 5;
     uint8_t *xop = gsm;
-    float *ssx = (float *)(gsm + ((rowb + 15) & ~15));
+    float *ssx = (float *)(gsm + ((H * (int)sizeof(T) + 15) & ~15));
     rowpair<T, QS> rp;
     rp.rowb = rowb;
     {
@@ -287,7 +376,7 @@ __global__ void __launch_bounds__(GV_MAXW * 16, 2) gemv1_kernel(gemm_params p, g
         const int ev = ok ? e : 0;
         rp.ra = (const uint8_t *)p.w + ((int64_t)ev * 2 * I + col) * rowb;
         rp.rb = rp.ra + (int64_t)I * rowb;
-        if constexpr (QS == QS_KTILE) rp.wsa = p.w_scale + w_sidx(p, ev, col), rp.wsb = p.w_scale + w_sidx(p, ev, I + col);
+        rp.scales_at(p, ev, col, I + col, H);
         if (ok) {
             rp.load(rp.c_lo);
             if (QS == QS_EPILOGUE && p.w_scale && w == 0 && (lane & 3) == 0)
@@ -360,7 +449,8 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
     __shared__ float s_part[4 * GV_MAXW];
     __shared__ float s_sum[GV_MAXW][16];
     constexpr bool Q8 = !std::is_same<T, __nv_bfloat16>::value;
-    const int K = p.K, N = p.N, topk = p.topk, rowb = K * (int)sizeof(T), nw = blockDim.x >> 5, S = nw / topk;
+    const int K = p.K, N = p.N, topk = p.topk, nw = blockDim.x >> 5, S = nw / topk;
+    const int opb = K * (int)sizeof(T), rowb = QS >= QS_W4_INT ? K / 2 : opb; /* an operand row's bytes, a weight row's */
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, n0 = blockIdx.x * 16;
     const int j = w % topk, q = w / topk;
     const int e = p.slot_ids[j];
@@ -372,14 +462,11 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
     rp.rowb = rowb;
     {
         int lo, hi;
-        parts_of(K * (int)sizeof(T), S, q, lo, hi); /* chunk parts of rowb bytes (8-bit: = K's 128-groups) */
+        parts_of(rowb, S, q, lo, hi); /* chunk parts of rowb bytes (8-bit: = K's 128-groups) */
         rp.c_lo = lo / 128, rp.c_hi = (hi + 127) / 128;
     }
     rp.ra = (const uint8_t *)p.w + ((int64_t)ev * N + na) * rowb, rp.rb = (const uint8_t *)p.w + ((int64_t)ev * N + nb) * rowb;
-    if constexpr (QS == QS_KTILE) {
-        rp.wsa = p.w_scale + w_sidx(p, ev, na);
-        rp.wsb = p.w_scale + w_sidx(p, ev, nb);
-    }
+    rp.scales_at(p, ev, na, nb, K);
     if (live && q < S) rp.load(rp.c_lo);
     /* the epilogue's scalars too: warp (j, 0)'s lanes (g, 0) own rows g and g + 8 of slot j */
     float swa = 1.0f, swb = 1.0f, wgt = 0.0f;
@@ -392,7 +479,7 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
     const int64_t ldh = (int64_t)p.slot_bm * K;
     uint8_t *hop = gsm;
     const int ng = K / 128;
-    float *ssh = (float *)(gsm + (((int64_t)topk * rowb + 15) & ~15));
+    float *ssh = (float *)(gsm + (((int64_t)topk * opb + 15) & ~15));
     if constexpr (Q8) {
         quant_cta<GR, std::is_same<T, __nv_fp8_e4m3>::value>(h, ldh, topk, K, valid, io.as, hop, ssh, s_part, [] {});
         if (blockIdx.x == 0) { /* the trace's copy: h's codes at the slots' rows, their scales */
@@ -410,7 +497,7 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
         copy_cta(h, ldh, topk, K, valid, hop, [] {});
     }
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (live && q < S) rp.run(hop + (int64_t)j * rowb, acc, [&](int c) { return ssh[j * ng + c]; });
+    if (live && q < S) rp.run(hop + (int64_t)j * opb, acc, [&](int c) { return ssh[j * ng + c]; });
     if ((lane & 3) == 0) s_sum[w][g] = acc[0], s_sum[w][g + 8] = acc[2];
     __syncthreads();
     /* warp (j, 0): slot j's rows g and g + 8, the parts added in order (s32 exactly for int8), scaled, weighted
@@ -447,8 +534,16 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
     ((__nv_bfloat16 *)io.out)[n0 + threadIdx.x] = __float2bfloat16_rn(o);
 }
 
-int ktiles_ok(int kind, int K) { return kind != GV_FP8_BLOCK || K % 128 == 0; }
-int elem_bytes(int kind) { return kind == GV_BF16 ? 2 : 1; }
+/* K's multiple each kind's groups need: the block scheme's and int4's 128-groups (a chunk half), e2m1's
+ * 32-groups in the 16-byte pieces the rows are loaded in (K % 64: whole pieces) */
+int ktiles_ok(int kind, int K)
+{
+    return kind == GV_FP8_BLOCK || kind == GV_W4 ? K % 128 == 0 : kind == GV_MX4 ? K % 64 == 0 : 1;
+}
+int is_w4(int kind) { return kind == GV_W4 || kind == GV_MX4; }
+/* an operand element's bytes in shared memory (bf16 for bf16 and the 4-bit schemes), a weight row's bytes */
+int elem_bytes(int kind) { return kind == GV_BF16 || is_w4(kind) ? 2 : 1; }
+int wrow_bytes(int kind, int K) { return is_w4(kind) ? K / 2 : K * elem_bytes(kind); }
 
 /* shared memory of each kernel: the operand rows and their scales */
 size_t smem1(int kind, int H) { return ((size_t)H * elem_bytes(kind) + 15) / 16 * 16 + (H / 128 + 1) * 4; }
@@ -488,7 +583,7 @@ template <class T, int QS, int GR> struct gv {
     }
     static cudaError_t launch(const gemm_params &g1, const gemm_params &g2, const gemv_io &io, cudaStream_t s)
     {
-        const int units = g1.topk * (g1.I / 8), ks1 = parts_for(g1.K, elem_bytes(io.kind), GV_MAXW / 2);
+        const int units = g1.topk * (g1.I / 8), ks1 = parts_for(wrow_bytes(io.kind, g1.K), g1.K, GV_MAXW / 2);
         int ctas = 0;
         cudaError_t ce = wave(smem1(io.kind, g1.K), ks1, &ctas);
         if (ce != cudaSuccess) return ce;
@@ -500,7 +595,7 @@ template <class T, int QS, int GR> struct gv {
         /* GEMV2: a slot's parts of K, at most GV_MAXW warps a CTA; one part a slot (one warp over all of K) for
          * e4m3 per tensor / per channel and int8, where it measured faster (NOTES.md v43, Qwen3-30B-A3B M = 1, two
          * rounds: 0.4-0.8 us; the block scheme 2 us and bf16 1 us slower with it) */
-        const int ks = parts_for(g2.K, elem_bytes(io.kind), io.kind == GV_FP8 || io.kind == GV_I8 ? 1 : GV_MAXW / g2.topk);
+        const int ks = parts_for(wrow_bytes(io.kind, g2.K), g2.K, io.kind == GV_FP8 || io.kind == GV_I8 ? 1 : GV_MAXW / g2.topk);
         cudaLaunchAttribute at;
         at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
         lc.gridDim = dim3((g2.N + 15) / 16), lc.blockDim = dim3(32 * g2.topk * ks), lc.dynamicSmemBytes = smem2(io.kind, g2.topk, g2.K);
@@ -518,6 +613,8 @@ template <class F> cudaError_t with_gv(const gemv_io &io, F f)
                                              : f(gv<__nv_fp8_e4m3, QS_EPILOGUE, MOE_GRAN_ROW>());
     case GV_FP8_BLOCK: return f(gv<__nv_fp8_e4m3, QS_KTILE, MOE_GRAN_GROUP>());
     case GV_I8: return f(gv<int8_t, QS_EPILOGUE, MOE_GRAN_ROW>());
+    case GV_W4: return f(gv<__nv_bfloat16, QS_W4_INT, -1>());
+    case GV_MX4: return f(gv<__nv_bfloat16, QS_W4_MX, -1>());
     default: return cudaErrorInvalidValue;
     }
 }
@@ -526,7 +623,7 @@ template <class F> cudaError_t with_gv(const gemv_io &io, F f)
 
 int gemv_fits(int kind, int topk, int H, int I)
 {
-    return kind >= GV_BF16 && kind <= GV_I8 && topk >= 1 && topk <= GV_MAXW && ktiles_ok(kind, H) && ktiles_ok(kind, I) &&
+    return kind >= GV_BF16 && kind <= GV_MX4 && topk >= 1 && topk <= GV_MAXW && ktiles_ok(kind, H) && ktiles_ok(kind, I) &&
            smem1(kind, H) <= GV_SMEM_MAX && smem2(kind, topk, I) <= GV_SMEM_MAX;
 }
 

@@ -17,14 +17,14 @@ namespace fx {
  * and scales go (the workspace's pieces, fast.h, for the trace) */
 struct gemv_io {
     const void *x;
-    int kind;              /* GV_BF16, GV_FP8 (scales in the epilogue), GV_FP8_BLOCK, GV_I8 */
+    int kind;              /* GV_BF16, GV_FP8 (scales in the epilogue), GV_FP8_BLOCK, GV_I8, GV_W4 (int4, g128), GV_MX4 */
     moe_quant_spec as;     /* 8-bit: the activation spec (x and h) */
     uint8_t *xq, *hq;      /* 8-bit: x's codes [H], h's codes at row j * slot_bm [cap, I] */
     float *sx, *sh;        /* 8-bit: their scales, laid out as the forward's (one, one a row, one a 128-group) */
     int atomic;            /* the atomic variant: out without y */
     void *out;             /* [1, H] bf16 */
 };
-enum { GV_BF16 = 0, GV_FP8, GV_FP8_BLOCK, GV_I8 };
+enum { GV_BF16 = 0, GV_FP8, GV_FP8_BLOCK, GV_I8, GV_W4, GV_MX4 };
 
 /* 1 where gemv_forward runs (topk, the operands' shared memory); the
  * plan's rule sits in fast.cu */

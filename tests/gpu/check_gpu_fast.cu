@@ -2201,11 +2201,14 @@ END_TEST
  * EXACT; the atomic variant's out BOUNDED), both combines, on cases that reach each of its branches: top-k 8
  * (Qwen3-30B-A3B's H and I; one warp a slot in GEMV2), 2 and 3 (bf16 and the block scheme: GEMV2 splits K into parts), 1, a swigluoai
  * and a gelu case, rows that end inside a 128-byte chunk (gpt-oss-120b's 2880 in 8-bit, H 1000 in bf16),
- * and 9 / 11 128-groups (the block scheme). Then, deterministic and not per tensor (whose h scale spans the
- * slots), slot 1's expert outside [0, E): its row -1, the other slots' h rows the same bits as before, and
- * out the combine of the other slots' y rows from before, bit for bit. */
+ * and 9 / 11 128-groups (the block scheme). The 4-bit schemes (codes turned into bf16 pairs in registers):
+ * int4 on the cases whose H and I are multiples of 128 (its groups, each a chunk half), e2m1 also on 2880
+ * (K % 64: rows of 1 440 bytes end inside a chunk, so their last pieces are absent). Then, deterministic and
+ * not per tensor (whose h scale spans the slots), slot 1's expert outside [0, E): its row -1, the other slots'
+ * h rows the same bits as before, and out the combine of the other slots' y rows from before, bit for bit. */
 static const moe_scheme GV_SCHEMES[] = {MOE_SCHEME_BF16, MOE_SCHEME_FP8_WTENSOR_ATENSOR, MOE_SCHEME_FP8_WCHANNEL_ATOKEN,
-                                        MOE_SCHEME_FP8_WBLOCK128_AGROUP128, MOE_SCHEME_INT8_WCHANNEL_ATOKEN};
+                                        MOE_SCHEME_FP8_WBLOCK128_AGROUP128, MOE_SCHEME_INT8_WCHANNEL_ATOKEN,
+                                        MOE_SCHEME_W4A16_G128, MOE_SCHEME_MXFP4_W4A16};
 
 START_TEST(gemv_within_bounds)
 {
@@ -2229,7 +2232,8 @@ START_TEST(gemv_within_bounds)
             return;
         }
     }
-    const int w16 = sc == MOE_SCHEME_BF16, blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
+    const int bf = sc == MOE_SCHEME_BF16, blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
+    const int w16 = bf || sc == MOE_SCHEME_W4A16_G128 || sc == MOE_SCHEME_MXFP4_W4A16; /* bf16 activations: fprob */
     static const fcase cases[] = {
         {1, 16, 8, 2048, 768, MOE_ACT_SILU, 16},   {1, 8, 2, 256, 384, MOE_ACT_SWIGLUOAI, 16},
         {1, 16, 3, 1152, 1408, MOE_ACT_SILU, 16},  {1, 8, 4, 2880, 2880, MOE_ACT_SWIGLUOAI, 16},
@@ -2239,7 +2243,7 @@ START_TEST(gemv_within_bounds)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
         for (int atomic = 0; atomic < 2; atomic++) {
             const fcase *c = &cases[ci];
-            const int mult = blk ? 128 : w16 ? 8 : 16;
+            const int mult = blk || sc == MOE_SCHEME_W4A16_G128 ? 128 : sc == MOE_SCHEME_MXFP4_W4A16 ? 64 : bf ? 8 : 16;
             if (c->H % mult || c->I % mult) continue; /* the plan refuses these sizes for the scheme */
             fprob f;
             q8prob q;
@@ -2255,7 +2259,7 @@ START_TEST(gemv_within_bounds)
             ck_assert_int_eq(plan->gemv, gv ? strcmp(gv, "0") != 0 : c->I <= 1024);
             if (plan->gemv) ck_assert_int_eq(plan->launches, 2);
             plan->gemv = 1;
-            if (w16 && ci == 0 && !atomic) { /* a two-token plan that says gemv: refused before any launch */
+            if (bf && ci == 0 && !atomic) { /* a two-token plan that says gemv: refused before any launch */
                 moe_cuda_fx_problem p2 = f.p;
                 moe_cuda_fx_plan pl2;
                 p2.M = 2;
@@ -2275,9 +2279,12 @@ START_TEST(gemv_within_bounds)
             ck_assert_int_eq(gm.k_step, 16);
             ck_assert_int_eq(gm.acc_bits, 24);
             ck_assert_int_eq(gm.promote_k, 0);
+            /* int4: the group scale on the sums, as on the decode tiles (c * s unrounded) */
+            ck_assert(gm.dev == (sc == MOE_SCHEME_W4A16_G128 ? 0x1p-8 : 0.0));
             uint16_t *o = w16 ? run_forward(&f) : q8_run(&q);
-            moe_fused_inputs in = {w16 ? &f.x : &q.x, w16 ? &f.ids : &q.ids, w16 ? &f.w : &q.w, w16 ? &f.w1 : &q.w1q,
-                                   w16 ? NULL : &q.w1s, w16 ? &f.w2 : &q.w2q, w16 ? NULL : &q.w2s};
+            moe_fused_inputs in = {w16 ? &f.x : &q.x, w16 ? &f.ids : &q.ids, w16 ? &f.w : &q.w,
+                                   bf ? &f.w1 : w16 ? &f.q1 : &q.w1q, bf ? NULL : w16 ? &f.s1 : &q.w1s,
+                                   bf ? &f.w2 : w16 ? &f.q2 : &q.w2q, bf ? NULL : w16 ? &f.s2 : &q.w2s};
             judge_forward(moe_scheme_name(sc), ci, pp, plan, ws, dout, &in);
             ran++;
             if (!atomic && sc != MOE_SCHEME_FP8_WTENSOR_ATENSOR && c->k > 1) {
