@@ -157,6 +157,8 @@ typedef struct {
                              * accumulation model is the mma.sync one; the other fields still describe the tiles
                              * a caller gets by clearing it. plan_make sets it for bf16 and the 8-bit schemes where
                              * its operands fit (top-k <= 16) and I <= 1024 (where it measured faster, NOTES.md v28);
+                             * the 4-bit schemes (bf16 operands, codes converted in registers, NOTES.md v56) have the
+                             * kernels too, taken only with MOE_FX_GEMV=1 or by a caller setting it;
                              * MOE_FX_GEMV=0 / 1 in the environment: never / wherever it fits; a caller may set it
                              * where it fits (fx_forward refuses it elsewhere) or clear it */
     int decode_ws;          /* the swapped decode tiles of 128 weight rows with TMA weights (not the slot layout) run
