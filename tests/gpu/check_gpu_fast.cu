@@ -215,6 +215,16 @@ static int want_bm(const fcase *c, const moe_cuda_fx_plan *plan)
     return c->expect_bm == 32 && !plan->swapped ? 16 : c->expect_bm;
 }
 
+/* The multiple of H and I a scheme's plan takes (fast.cu plan_make: its groups or k tiles): 128 for the
+ * block scheme and int4, 64 for e2m1, 8 for bf16, 16 for the other 8-bit schemes; other sizes are refused */
+static int size_mult(moe_scheme sc)
+{
+    return sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128 || sc == MOE_SCHEME_W4A16_G128 ? 128
+           : sc == MOE_SCHEME_MXFP4_W4A16                                          ? 64
+           : sc == MOE_SCHEME_BF16                                                 ? 8
+                                                                                   : 16;
+}
+
 /* A plan switch set for one plan_make (value NULL: left as it is); env_put
  * returns the previous value for env_back to restore (the caller's own
  * MOE_FX_* settings survive the test) */
@@ -621,7 +631,7 @@ START_TEST(fused_forward_matches_host)
     for (size_t ci = 0; ci < sizeof FCASES / sizeof FCASES[0]; ci++) {
         const fcase *c = &FCASES[ci];
         fprob f, fa;
-        const int kmult = sc == MOE_SCHEME_W4A16_G128 ? 128 : sc == MOE_SCHEME_MXFP4_W4A16 ? 64 : 8;
+        const int kmult = size_mult(sc);
         if (c->H % kmult || c->I % kmult) { /* not whole groups / k tiles: refused */
             moe_cuda_fx_problem p = {c->M, c->E, c->k, c->H, c->I, sc, moe_act_defaults(c->act, MOE_LAYOUT_GATE_UP), 0};
             moe_cuda_fx_plan plan;
@@ -1493,7 +1503,7 @@ START_TEST(fused_stagewise_within_bounds)
     for (int atomic = 0; atomic < 2; atomic++) {
         if (_i < nw) { /* bf16 and the 4-bit schemes on the bf16 cases */
             const moe_scheme sc = W16_SCHEMES[_i];
-            const int kmult = sc == MOE_SCHEME_W4A16_G128 ? 128 : sc == MOE_SCHEME_MXFP4_W4A16 ? 64 : 8;
+            const int kmult = size_mult(sc);
             for (size_t ci = 0; ci < sizeof FCASES / sizeof FCASES[0]; ci++) {
                 /* refused sizes (fused_forward_matches_host checks the refusal); the 4-bit reference
                  * GEMMs dequantize per call, so their judge takes the cases up to 2^26 M k H I */
@@ -2232,7 +2242,7 @@ START_TEST(gemv_within_bounds)
             return;
         }
     }
-    const int bf = sc == MOE_SCHEME_BF16, blk = sc == MOE_SCHEME_FP8_WBLOCK128_AGROUP128;
+    const int bf = sc == MOE_SCHEME_BF16;
     const int w16 = bf || sc == MOE_SCHEME_W4A16_G128 || sc == MOE_SCHEME_MXFP4_W4A16; /* bf16 activations: fprob */
     static const fcase cases[] = {
         {1, 16, 8, 2048, 768, MOE_ACT_SILU, 16},   {1, 8, 2, 256, 384, MOE_ACT_SWIGLUOAI, 16},
@@ -2243,8 +2253,7 @@ START_TEST(gemv_within_bounds)
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
         for (int atomic = 0; atomic < 2; atomic++) {
             const fcase *c = &cases[ci];
-            const int mult = blk || sc == MOE_SCHEME_W4A16_G128 ? 128 : sc == MOE_SCHEME_MXFP4_W4A16 ? 64 : bf ? 8 : 16;
-            if (c->H % mult || c->I % mult) continue; /* the plan refuses these sizes for the scheme */
+            if (c->H % size_mult(sc) || c->I % size_mult(sc)) continue; /* the plan refuses these sizes for the scheme */
             fprob f;
             q8prob q;
             if (w16) fprob_make_sc(c, sc, 1300 + ci, atomic, &f);
