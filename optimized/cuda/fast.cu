@@ -1234,9 +1234,8 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * 4 shapes x the 5 schemes at M = 1: Qwen3-30B-A3B (I 768) 8-bit 16-26% faster, bf16 2-3%; gpt-oss-120b
      * int8 10% faster, its other schemes 1-5% slower; Mixtral-8x7B within -3 / +3%; DeepSeek-V3 8-16% slower,
      * where the tiles already stream at 70-88% of the read floor). int4 (w4a16_g128) too (NOTES.md v56, H100,
-     * same binary, two rounds: Qwen3-30B-A3B M = 1 30.1 -> 18.2 us, 1.66x); e2m1 (mxfp4_w4a16) only with
-     * MOE_FX_GEMV=1: 1.57x in the same run, but its GPU test has not run yet. MOE_FX_GEMV=0 / 1: never /
-     * wherever it fits */
+     * same binary, two rounds: Qwen3-30B-A3B M = 1 30.1 -> 18.2 us, 1.66x) and e2m1 (mxfp4_w4a16: 1.57x in
+     * the same run; its gemv tcase passed in run59b, H100). MOE_FX_GEMV=0 / 1: never / wherever it fits */
     const int gk = gemv_kind(kind);
     /* the persistent decode tiles (fast_swp.cuh), two CTAs an SM, for the e4m3 schemes where experts average
      * 9-16 slots (NOTES.md v32, same binary, MOE_FX_DWS=0 / 1 / 2 alternated, two rounds over 4 shapes x M
@@ -1246,7 +1245,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
     const char *dws = getenv("MOE_FX_DWS");
     plan->decode_ws = dws ? atoi(dws) : (kind == KIND_FP8 || kind == KIND_FP8_BLOCK) && avg > 8 ? 2 : 0;
     if (plan->decode_ws < 0 || plan->decode_ws > 2) plan->decode_ws = 0;
-    plan->gemv = plan->slot_layout && gk >= 0 && fx::gemv_fits(gk, p->topk, p->H, p->I) && env_flag("MOE_FX_GEMV", p->I <= 1024 && kind != KIND_MX4);
+    plan->gemv = plan->slot_layout && gk >= 0 && fx::gemv_fits(gk, p->topk, p->H, p->I) && env_flag("MOE_FX_GEMV", p->I <= 1024);
     const int cap = moe_cuda_fx_layout_cap(p->M, p->topk, p->E, bm);
     if (plan->max_blocks > cap / bm) plan->max_blocks = cap / bm;
     /* the GEMMs index block scales in int: rows x 128-groups */

@@ -156,10 +156,9 @@ typedef struct {
                              * GEMM2, the router weights and the combine), mma.sync with the weight rows as A, so the
                              * accumulation model is the mma.sync one; the other fields still describe the tiles
                              * a caller gets by clearing it. plan_make sets it for bf16, the 8-bit schemes and
-                             * w4a16_g128 (bf16 operands, codes converted in registers, NOTES.md v56) where its
-                             * operands fit (top-k <= 16) and I <= 1024 (where it measured faster, NOTES.md v28,
-                             * v56); mxfp4_w4a16 has the kernels too, taken only with MOE_FX_GEMV=1 or by a caller;
-                             * MOE_FX_GEMV=0 / 1 in the environment: never / wherever it fits; a caller may set it
+                             * the 4-bit schemes (bf16 operands, codes converted in registers, NOTES.md v56) where
+                             * its operands fit (top-k <= 16) and I <= 1024 (where it measured faster, NOTES.md v28,
+                             * v56); MOE_FX_GEMV=0 / 1 in the environment: never / wherever it fits; a caller may set it
                              * where it fits (fx_forward refuses it elsewhere) or clear it */
     int decode_ws;          /* the swapped decode tiles of 128 weight rows with TMA weights (not the slot layout) run
                              * warp-specialized and persistent (fast_swp.cuh: a producer warp runs up to all its
