@@ -979,7 +979,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
     float scv[C::NF][2], scw[C::NF][2];
     int so[C::NF][2];
     const int KG = K / 128;
-    const float *wsb = DEFER ? p.w_scale + (int64_t)e * p.N * KG : nullptr;
+    const float *wsb = DEFER ? (const float *)w4_scale_row<QS_W4_INT>(p.w_scale, (int64_t)e * p.N, K) : nullptr;
     if constexpr (DEFER) {
 #pragma unroll
         for (int mi = 0; mi < C::MF; mi++)
@@ -1013,7 +1013,7 @@ __global__ void __launch_bounds__(WM *WN * 32, WG && BM == 64 && STAGES == 3 ? 3
      * (the 32-group of its 16 codes), loaded one k tile ahead */
     int mxo[C::NF];
     uint32_t mxc[C::NF];
-    const uint8_t *msb = W4R && QS == QS_W4_MX ? (const uint8_t *)p.w_scale + (int64_t)e * p.N * (K / 32) : nullptr;
+    const uint8_t *msb = W4R && QS == QS_W4_MX ? w4_scale_row<QS_W4_MX>(p.w_scale, (int64_t)e * p.N, K) : nullptr;
     if constexpr (W4R && QS == QS_W4_MX)
 #pragma unroll
         for (int ni = 0; ni < C::NF; ni++)

@@ -212,12 +212,9 @@ template <class T, int QS> struct rowpair {
     __device__ __forceinline__ void scales_at(const gemm_params &p, int e, int na, int nb, int K)
     {
         if constexpr (QS == QS_KTILE) wsa = p.w_scale + w_sidx(p, e, na), wsb = p.w_scale + w_sidx(p, e, nb);
-        if constexpr (QS == QS_W4_INT)
-            wsa = p.w_scale + ((int64_t)e * p.N + na) * (K / 128), wsb = p.w_scale + ((int64_t)e * p.N + nb) * (K / 128);
-        if constexpr (QS == QS_W4_MX) {
-            const uint8_t *s = (const uint8_t *)p.w_scale;
-            wsa = (const float *)(s + ((int64_t)e * p.N + na) * (K / 32)), wsb = (const float *)(s + ((int64_t)e * p.N + nb) * (K / 32));
-        }
+        if constexpr (W4)
+            wsa = (const float *)w4_scale_row<QS>(p.w_scale, (int64_t)e * p.N + na, K),
+            wsb = (const float *)w4_scale_row<QS>(p.w_scale, (int64_t)e * p.N + nb, K);
     }
 
     __device__ __forceinline__ void load(int c0)

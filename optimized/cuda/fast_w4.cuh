@@ -44,6 +44,14 @@ __device__ __forceinline__ float w4_decode_int(uint32_t w, int i)
     return __uint_as_float(0x4B000000u | (((w ^ 0x88888888u) >> (4 * i)) & 0xFu)) - 8388616.0f;
 }
 
+/* Where the stored scales of weight row `row` (e * N + n) of K-wide rows
+ * begin: int4's f32 per 128 along K, e2m1's E8M0 bytes per 32 (fast.h
+ * w1_scale; every form that reads them starts here) */
+template <int QS> __device__ __forceinline__ const uint8_t *w4_scale_row(const float *w_scale, int64_t row, int K)
+{
+    return QS == QS_W4_INT ? (const uint8_t *)(w_scale + row * (K / 128)) : (const uint8_t *)w_scale + row * (K / 32);
+}
+
 /* The stored scale of the 32 codes at k0 of weight row `row` (e * N + n)
  * for the shared-memory forms: f32 bits (int4, a scale per 128 along K) or
  * 0x100 | the E8M0 code (e2m1, per 32: bit 8 marks a loaded code, so an
@@ -52,8 +60,9 @@ __device__ __forceinline__ float w4_decode_int(uint32_t w, int i)
 template <int QS> __device__ __forceinline__ uint32_t w4_scale_raw(const float *w_scale, int64_t row, int K, int k0, bool ok)
 {
     if (!ok) return 0u;
-    if (QS == QS_W4_INT) return __float_as_uint(__ldg(w_scale + row * (K / 128) + k0 / 128));
-    return 0x100u | __ldg((const uint8_t *)w_scale + row * (K / 32) + k0 / 32);
+    const uint8_t *s = w4_scale_row<QS>(w_scale, row, K);
+    if (QS == QS_W4_INT) return __float_as_uint(__ldg((const float *)s + k0 / 128));
+    return 0x100u | __ldg(s + k0 / 32);
 }
 
 __device__ __forceinline__ uint32_t bf16x2_fma(uint32_t a, uint32_t b, uint32_t c)
