@@ -1235,7 +1235,7 @@ extern "C" moe_status moe_cuda_fx_plan_make(const moe_cuda_fx_problem *p, moe_cu
      * int8 10% faster, its other schemes 1-5% slower; Mixtral-8x7B within -3 / +3%; DeepSeek-V3 8-16% slower,
      * where the tiles already stream at 70-88% of the read floor). int4 (w4a16_g128) too (NOTES.md v56, H100,
      * same binary, two rounds: Qwen3-30B-A3B M = 1 30.1 -> 18.2 us, 1.66x) and e2m1 (mxfp4_w4a16: 1.57x in
-     * the same run; its gemv tcase passed in run59b, H100). MOE_FX_GEMV=0 / 1: never / wherever it fits */
+     * the same run; its gemv tcase passed in r59b on an H100). MOE_FX_GEMV=0 / 1: never / wherever it fits */
     const int gk = gemv_kind(kind);
     /* the persistent decode tiles (fast_swp.cuh), two CTAs an SM, for the e4m3 schemes where experts average
      * 9-16 slots (NOTES.md v32, same binary, MOE_FX_DWS=0 / 1 / 2 alternated, two rounds over 4 shapes x M
