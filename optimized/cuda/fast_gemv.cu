@@ -201,6 +201,8 @@ __device__ void copy_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, uns
  * token's, swa / swb: the rows'). */
 template <class T, int QS> struct rowpair {
     static constexpr bool W4 = QS >= QS_W4_INT; /* 4-bit codes, T = bf16 (the token's operand) */
+    /* a weight row's bytes over K (4-bit: two codes a byte; else the operand's element, as wrow_bytes) */
+    static __device__ __forceinline__ int row_bytes(int K) { return W4 ? K / 2 : K * (int)sizeof(T); }
     const uint8_t *ra, *rb;
     int rowb, c_lo, c_hi; /* rowb: a weight row's bytes */
     uint4 a[GV_U][2], b[GV_U][2];
@@ -354,7 +356,7 @@ __global__ void __launch_bounds__(GV_MAXW * 16, 2) gemv1_kernel(gemm_params p, g
     __shared__ float s_part[4 * GV_MAXW];
     __shared__ float s_sum[GV_MAXW][16];
     constexpr bool Q8 = !std::is_same<T, __nv_bfloat16>::value;
-    const int H = p.K, I = p.I, rowb = H * (int)sizeof(T) / (QS >= QS_W4_INT ? 4 : 1), ucols = I / 8, units = p.topk * ucols;
+    const int H = p.K, I = p.I, rowb = rowpair<T, QS>::row_bytes(H), ucols = I / 8, units = p.topk * ucols;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, S = blockDim.x >> 5;
     uint8_t *xop = gsm;
     float *ssx = (float *)(gsm + ((H * (int)sizeof(T) + 15) & ~15));
@@ -447,7 +449,7 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
     __shared__ float s_sum[GV_MAXW][16];
     constexpr bool Q8 = !std::is_same<T, __nv_bfloat16>::value;
     const int K = p.K, N = p.N, topk = p.topk, nw = blockDim.x >> 5, S = nw / topk;
-    const int opb = K * (int)sizeof(T), rowb = QS >= QS_W4_INT ? K / 2 : opb; /* an operand row's bytes, a weight row's */
+    const int opb = K * (int)sizeof(T), rowb = rowpair<T, QS>::row_bytes(K); /* an operand row's bytes, a weight row's */
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, n0 = blockIdx.x * 16;
     const int j = w % topk, q = w / topk;
     const int e = p.slot_ids[j];
