@@ -58,6 +58,23 @@ template <bool E4> __device__ __forceinline__ uint32_t ref_code(float v)
     return E4 ? e4m3x2(v, 0.0f) & 0xFFu : (uint32_t)moe_qc_encode(MOE_I8, v);
 }
 
+/* two codes by the reference's step, and its call out of line: the rare form (a group
+ * with a NaN, an infinity or a factor off qstep_make's range). Inlined, each
+ * row chunk carried eight copies of it beside the fast step, and int8's
+ * GEMV1 / GEMV2 (96.5 / 94.3 KB of code) stalled on instruction fetch twice
+ * as often as fp8's (NOTES.md v57); out of line they are 63.6 / 61.3 KB and
+ * Qwen3-30B-A3B's M = 1 forward 1.08x faster in int8 (v59) */
+template <bool E4>
+__device__ __forceinline__ uint32_t ref_codes2(const moe_quant_spec &spec, const moe_q_group &grp, float x, float y)
+{
+    return ref_code<E4>(moe_qc_step(&spec, &grp, x)) | ref_code<E4>(moe_qc_step(&spec, &grp, y)) << 8;
+}
+template <bool E4>
+__device__ __noinline__ uint32_t ref_codes2_call(const moe_quant_spec &spec, const moe_q_group &grp, float x, float y)
+{
+    return ref_codes2<E4>(spec, grp, x, y);
+}
+
 /* the codes of N elements (even N), packed low byte first: the fast step
  * (fast_qstep.cuh) or, for a group with a NaN or an infinity, the
  * reference's */
@@ -71,8 +88,9 @@ __device__ __forceinline__ void codes_of(const float *f, const qstep &qs, const 
         if (FAST) {
             c = qstep_code2<E4>(qstep_value<DIV>(qs, f[i]), qstep_value<DIV>(qs, f[i + 1]));
         } else {
-            const float a = moe_qc_step(&spec, &grp, f[i]), b = moe_qc_step(&spec, &grp, f[i + 1]);
-            c = ref_code<E4>(a) | ref_code<E4>(b) << 8;
+            /* a 128-group's four codes a lane (group128_codes) keep the step inline: with the call, the
+             * block scheme's GEMVs measured 1-2% slower (v59) */
+            c = N >= 8 ? ref_codes2_call<E4>(spec, grp, f[i], f[i + 1]) : ref_codes2<E4>(spec, grp, f[i], f[i + 1]);
         }
         w[i >> 2] |= c << (8 * (i & 3));
     }

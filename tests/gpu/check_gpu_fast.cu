@@ -923,7 +923,10 @@ END_TEST
 static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan,
                           const void *ws, const void *dout, const moe_fused_inputs *in);
 
-/* 24 tokens: a CTA a row (quant_rows_kernel); 4 096 tokens of 512 columns:
+/* 1 token: GEMV1's own quantization of x (fast_gemv.cu quant_cta: the M = 1
+ * plan has no row kernel), a NaN and an infinity in one row (per token and
+ * per tensor: the row's group takes the reference's step; the block scheme:
+ * two of its four groups); 24 tokens: a CTA a row (quant_rows_kernel); 4 096 tokens of 512 columns:
  * a warp a row (quant_rows_warp_kernel, ROW / TENSOR from 4 096 rows of at
  * most 2 048 columns; fast.cu), x's specials the same; 4 100 tokens of
  * 1 152 columns: a warp a row whose lanes hold 4 or 5 chunks (144 a row:
@@ -935,8 +938,9 @@ static void quant_special_case(moe_scheme sc, const fcase *cp);
 
 START_TEST(quant_special_rows)
 {
-    const fcase small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0}, big = {4096, 8, 2, 512, 256, MOE_ACT_SILU, 0},
-                odd = {4100, 8, 2, 1152, 256, MOE_ACT_SILU, 0};
+    const fcase one = {1, 8, 2, 512, 256, MOE_ACT_SILU, 0}, small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0},
+                big = {4096, 8, 2, 512, 256, MOE_ACT_SILU, 0}, odd = {4100, 8, 2, 1152, 256, MOE_ACT_SILU, 0};
+    quant_special_case(Q8_SCHEMES[_i], &one);
     quant_special_case(Q8_SCHEMES[_i], &small);
     quant_special_case(Q8_SCHEMES[_i], &big);
     quant_special_case(Q8_SCHEMES[_i], &odd);
@@ -961,11 +965,17 @@ static void quant_special_case(moe_scheme sc, const fcase *cp)
     q8prob_make(&c, sc, 950, 0, &f);
     uint16_t *xb = (uint16_t *)f.x.data;
     const int H = c.H;
-    xb[0 * H + 3] = 0x7FC0;                            /* a NaN */
-    xb[1 * H + 200] = 0x7F80;                          /* +Inf */
-    for (int j = 0; j < H; j++) xb[2 * H + j] = 0;     /* a row of zeros */
-    xb[3 * H + 0] = 0xFF80;                            /* -Inf */
-    xb[4 * H + 130] = 0xFFC1;                          /* a NaN with the sign and a payload */
+    if (c.M == 1) { /* one token (the GEMV1 kernel quantizes x): a NaN and +Inf in one row, other groups finite */
+        xb[3] = 0x7FC0, xb[200] = 0x7F80;
+        const char *gv = getenv("MOE_FX_GEMV");
+        ck_assert_int_eq(f.plan.gemv, gv ? strcmp(gv, "0") != 0 : 1);
+    } else {
+        xb[0 * H + 3] = 0x7FC0;                        /* a NaN */
+        xb[1 * H + 200] = 0x7F80;                      /* +Inf */
+        for (int j = 0; j < H; j++) xb[2 * H + j] = 0; /* a row of zeros */
+        xb[3 * H + 0] = 0xFF80;                        /* -Inf */
+        xb[4 * H + 130] = 0xFFC1;                      /* a NaN with the sign and a payload */
+    }
     ck_assert_int_eq(cudaMemcpy(f.dx, f.x.data, f.x.nbytes, cudaMemcpyHostToDevice), cudaSuccess);
     free(q8_run(&f));
     const size_t nq = moe_cuda_fx_piece_bytes(&f.p, &f.plan, MOE_FX_XQ), ns = moe_cuda_fx_piece_bytes(&f.p, &f.plan, MOE_FX_SX);
