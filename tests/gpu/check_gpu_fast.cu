@@ -923,6 +923,13 @@ END_TEST
 static void judge_forward(const char *name, size_t ci, const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan,
                           const void *ws, const void *dout, const moe_fused_inputs *in);
 
+/* the plan's gemv flag at M = 1 as fast.cu sets it: MOE_FX_GEMV ("0" or not) in place of its rule */
+static int gemv_expected(int rule)
+{
+    const char *gv = getenv("MOE_FX_GEMV");
+    return gv ? strcmp(gv, "0") != 0 : rule;
+}
+
 /* 1 token: GEMV1's own quantization of x (fast_gemv.cu quant_cta: the M = 1
  * plan has no row kernel), a NaN and an infinity in one row (per token and
  * per tensor: the row's group takes the reference's step; the block scheme:
@@ -967,8 +974,7 @@ static void quant_special_case(moe_scheme sc, const fcase *cp)
     const int H = c.H;
     if (c.M == 1) { /* one token (the GEMV1 kernel quantizes x): a NaN and +Inf in one row, other groups finite */
         xb[3] = 0x7FC0, xb[200] = 0x7F80;
-        const char *gv = getenv("MOE_FX_GEMV");
-        ck_assert_int_eq(f.plan.gemv, gv ? strcmp(gv, "0") != 0 : 1);
+        ck_assert_int_eq(f.plan.gemv, gemv_expected(c.I <= 1024));
     } else {
         xb[0 * H + 3] = 0x7FC0;                        /* a NaN */
         xb[1 * H + 200] = 0x7F80;                      /* +Inf */
@@ -2274,8 +2280,7 @@ START_TEST(gemv_within_bounds)
             moe_tensor *ids = w16 ? &f.ids : &q.ids;
             /* the plan's rule (fast.cu: I <= 1024, unless MOE_FX_GEMV says otherwise); the cases
              * past it set the flag as a caller may where the kernels fit */
-            const char *gv = getenv("MOE_FX_GEMV");
-            ck_assert_int_eq(plan->gemv, gv ? strcmp(gv, "0") != 0 : c->I <= 1024);
+            ck_assert_int_eq(plan->gemv, gemv_expected(c->I <= 1024));
             if (plan->gemv) ck_assert_int_eq(plan->launches, 2);
             plan->gemv = 1;
             if (bf && ci == 0 && !atomic) { /* a two-token plan that says gemv: refused before any launch */
