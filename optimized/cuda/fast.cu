@@ -404,9 +404,12 @@ __global__ void __launch_bounds__(QUANT_THREADS) quant_rows_kernel(const __nv_bf
         for (int gi = blockIdx.y * nw + w; gi < ng; gi += gridDim.y * nw) {
             if (G == 128) { /* 4 adjacent elements a lane, one 8-byte load */
                 float sc;
-                const uint32_t c = fx::group128_codes<E4>(((const uint2 *)(xr + gi * G))[lane], spec, &sc);
+                const uint2 v = ((const uint2 *)(xr + gi * G))[lane];
+                const uint32_t wv[2] = {v.x, v.y};
+                uint32_t c[1];
+                fx::group128_codes<E4>(wv, spec, &sc, c);
                 if (lane == 0) scale[r * ng + gi] = sc;
-                ((uint32_t *)(qr + gi * G))[lane] = c;
+                ((uint32_t *)(qr + gi * G))[lane] = c[0];
                 continue;
             }
             float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;

@@ -107,14 +107,30 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
     uint8_t *qr = dst + (int64_t)r * n;
     moe_q_group grp;
     qstep qs;
-    if constexpr (GR == MOE_GRAN_GROUP) { /* n % 128 == 0 (gemv_fits) */
-        const uint2 first = lo < hi ? __ldcg((const uint2 *)(row + lo) + lane) : make_uint2(0, 0);
+    if constexpr (GR == MOE_GRAN_GROUP) {
+        /* n % 128 == 0 (gemv_fits). Eight lanes a 128-group, sixteen values a lane: a warp's part four groups
+         * at a time, their chains (the shuffles, the rule's divisions, the step's set-up) side by side. With a
+         * warp a group, one after another, they were the block scheme's M = 1 gap: Qwen3-30B-A3B 25.1 -> 22.3 us
+         * (NOTES.md v60; its GEMV2 had taken 2 us longer with one part a slot, six groups a warp, v43) */
+        const int gl = lane >> 3, li = lane & 7;
+        uint32_t v[8];
+        auto load = [&](int c) {
+            const uint4 *p = (const uint4 *)(row + c) + 2 * li;
+            const uint4 a = c < hi ? __ldcg(p) : make_uint4(0, 0, 0, 0), b = c < hi ? __ldcg(p + 1) : make_uint4(0, 0, 0, 0);
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+        };
+        load(lo + 128 * gl);
         after_loads();
-        for (int c = lo; c < hi; c += 128) {
+        for (int b = lo; b < hi; b += 4 * 128) { /* the same trip count in every lane: the shuffles take the warp */
+            const int c = b + 128 * gl;
+            if (b != lo) load(c);
             float sc;
-            const uint32_t code = group128_codes<E4>(c == lo ? first : __ldcg((const uint2 *)(row + c) + lane), spec, &sc);
-            if (lane == 0) ssc[r * (n / 128) + c / 128] = sc;
-            ((uint32_t *)(qr + c))[lane] = code;
+            uint32_t code[4];
+            group128_codes<E4, 8>(v, spec, &sc, code);
+            if (c < hi) {
+                if (li == 0) ssc[r * (n / 128) + c / 128] = sc;
+                ((uint4 *)(qr + c))[li] = make_uint4(code[0], code[1], code[2], code[3]);
+            }
         }
         __syncthreads();
         return;
@@ -593,7 +609,8 @@ template <class T, int QS, int GR> struct gv {
         if (ce != cudaSuccess) return ce;
         /* GEMV2: a slot's parts of K, at most GV_MAXW warps a CTA; one part a slot (one warp over all of K) for
          * e4m3 per tensor / per channel and int8, where it measured faster (NOTES.md v43, Qwen3-30B-A3B M = 1, two
-         * rounds: 0.4-0.8 us; the block scheme 2 us and bf16 1 us slower with it) */
+         * rounds: 0.4-0.8 us; the block scheme 2 us and bf16 1 us slower with it; the block scheme still 0.6 us
+         * slower with its groups four a warp, v60) */
         const int ks = parts_for(wrow_bytes(io.kind, g2.K), g2.K, io.kind == GV_FP8 || io.kind == GV_I8 ? 1 : GV_MAXW / g2.topk);
         cudaLaunchAttribute at;
         at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;

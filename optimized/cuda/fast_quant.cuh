@@ -26,9 +26,10 @@ __device__ __forceinline__ moe_q_stats group_stats(float ai, float mx, float mn,
     return st;
 }
 
-__device__ __forceinline__ void warp_stats(float &ai, float &mx, float &mn, int &nan)
+/* the statistics reduced over aligned groups of L lanes (a warp by default) */
+template <int L = 32> __device__ __forceinline__ void warp_stats(float &ai, float &mx, float &mn, int &nan)
 {
-    for (int o = 16; o > 0; o >>= 1) {
+    for (int o = L / 2; o > 0; o >>= 1) {
         ai = fmaxf(ai, __shfl_xor_sync(0xffffffffu, ai, o));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
@@ -88,8 +89,9 @@ __device__ __forceinline__ void codes_of(const float *f, const qstep &qs, const 
         if (FAST) {
             c = qstep_code2<E4>(qstep_value<DIV>(qs, f[i]), qstep_value<DIV>(qs, f[i + 1]));
         } else {
-            /* a 128-group's four codes a lane (group128_codes) keep the step inline: with the call, the
-             * block scheme's GEMVs measured 1-2% slower (v59) */
+            /* four codes a lane (group128_codes a warp a group: the row kernel's 128-groups at M > 1) keep
+             * the step inline: with the call, the block scheme's GEMVs measured 1-2% slower when they held
+             * that form (v59; since v60 they hold sixteen codes a lane) */
             c = N >= 8 ? ref_codes2_call<E4>(spec, grp, f[i], f[i + 1]) : ref_codes2<E4>(spec, grp, f[i], f[i + 1]);
         }
         w[i >> 2] |= c << (8 * (i & 3));
@@ -107,30 +109,38 @@ template <class F> __device__ __forceinline__ void with_form(bool fast, bool div
 }
 
 
-/* one 128-group held by a warp, four adjacent bf16 values a lane (v: the
- * lane's 8 bytes): the group's statistics over the warp, the reference's
- * rule and the lane's four codes (low byte first, the fast step where the
- * group allows it); the group's scale in *scale (every lane) */
-template <bool E4> __device__ __forceinline__ uint32_t group128_codes(const uint2 &v, const moe_quant_spec &spec, float *scale)
+/* one 128-group held by L aligned lanes (L = 32: a warp, four adjacent bf16
+ * values a lane; L = 8: sixteen), v the lane's bf16 words: the group's
+ * statistics over its lanes, the reference's rule and the lane's 128 / L
+ * codes (low byte first, the fast step where the group allows it); the
+ * group's scale in *scale (every lane of the group). With 8 lanes a group a
+ * warp holds four groups and runs their latency chains (the shuffles, the
+ * rule's divisions, qstep_make) once for all four: the one-token GEMVs
+ * quantize a few groups a warp, one after another with L = 32 (NOTES.md v60) */
+template <bool E4, int L = 32>
+__device__ __forceinline__ void group128_codes(const uint32_t (&v)[64 / L], const moe_quant_spec &spec, float *scale,
+                                               uint32_t (&code)[32 / L])
 {
-    float f[4] = {__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xFFFF0000u), __uint_as_float(v.y << 16),
-                  __uint_as_float(v.y & 0xFFFF0000u)};
+    constexpr int N = 128 / L;
+    float f[N];
+#pragma unroll
+    for (int i = 0; i < N / 2; i++) f[2 * i] = __uint_as_float(v[i] << 16), f[2 * i + 1] = __uint_as_float(v[i] & 0xFFFF0000u);
     float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
     int nan = 0;
 #pragma unroll
-    for (int i = 0; i < 4; i++) stats_add(f[i], ai, mx, mn, nan);
-    warp_stats(ai, mx, mn, nan);
+    for (int i = 0; i < N; i++) stats_add(f[i], ai, mx, mn, nan);
+    warp_stats<L>(ai, mx, mn, nan);
     const moe_q_stats st = group_stats(ai, mx, mn, nan);
     moe_q_group grp;
     moe_qc_rule_dynamic(&spec, &st, 1.0f, &grp);
     *scale = grp.scale;
     qstep qs;
     const bool fast = qstep_make(spec, grp, ai, nan, qs);
-    uint32_t code = 0;
+#pragma unroll
+    for (int i = 0; i < N / 4; i++) code[i] = 0;
     with_form(fast, spec.q_op == MOE_QOP_DIV, [&](auto div, auto fst) {
-        codes_of<4, E4, decltype(div)::value, decltype(fst)::value>(f, qs, spec, grp, &code);
+        codes_of<N, E4, decltype(div)::value, decltype(fst)::value>(f, qs, spec, grp, code);
     });
-    return code;
 }
 
 } // namespace fx

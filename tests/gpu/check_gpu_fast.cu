@@ -933,7 +933,10 @@ static int gemv_expected(int rule)
 /* 1 token: GEMV1's own quantization of x (fast_gemv.cu quant_cta: the M = 1
  * plan has no row kernel), a NaN and an infinity in one row (per token and
  * per tensor: the row's group takes the reference's step; the block scheme:
- * two of its four groups); 24 tokens: a CTA a row (quant_rows_kernel); 4 096 tokens of 512 columns:
+ * two of its four groups, held by one warp eight lanes a group, so lanes of
+ * one warp take both steps); 1 token of 4 608 columns, -Inf in the last
+ * group (8 warps over 36 chunks: the block scheme's parts of 5 groups take a
+ * second round of four); 24 tokens: a CTA a row (quant_rows_kernel); 4 096 tokens of 512 columns:
  * a warp a row (quant_rows_warp_kernel, ROW / TENSOR from 4 096 rows of at
  * most 2 048 columns; fast.cu), x's specials the same; 4 100 tokens of
  * 1 152 columns: a warp a row whose lanes hold 4 or 5 chunks (144 a row:
@@ -945,9 +948,10 @@ static void quant_special_case(moe_scheme sc, const fcase *cp);
 
 START_TEST(quant_special_rows)
 {
-    const fcase one = {1, 8, 2, 512, 256, MOE_ACT_SILU, 0}, small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0},
+    const fcase one = {1, 8, 2, 512, 256, MOE_ACT_SILU, 0}, wide = {1, 8, 2, 4608, 256, MOE_ACT_SILU, 0}, small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0},
                 big = {4096, 8, 2, 512, 256, MOE_ACT_SILU, 0}, odd = {4100, 8, 2, 1152, 256, MOE_ACT_SILU, 0};
     quant_special_case(Q8_SCHEMES[_i], &one);
+    quant_special_case(Q8_SCHEMES[_i], &wide);
     quant_special_case(Q8_SCHEMES[_i], &small);
     quant_special_case(Q8_SCHEMES[_i], &big);
     quant_special_case(Q8_SCHEMES[_i], &odd);
@@ -972,8 +976,11 @@ static void quant_special_case(moe_scheme sc, const fcase *cp)
     q8prob_make(&c, sc, 950, 0, &f);
     uint16_t *xb = (uint16_t *)f.x.data;
     const int H = c.H;
-    if (c.M == 1) { /* one token (the GEMV1 kernel quantizes x): a NaN and +Inf in one row, other groups finite */
+    if (c.M == 1) { /* one token (the GEMV1 kernel quantizes x): a NaN and +Inf in one row, other groups finite; where
+                      * H > 4 096, -Inf in the last 128-group, which the block scheme's warps take in a second round of
+                      * four groups (a part of 5 chunks) */
         xb[3] = 0x7FC0, xb[200] = 0x7F80;
+        if (H > 4096) xb[H - 121] = 0xFF80;
         ck_assert_int_eq(f.plan.gemv, gemv_expected(c.I <= 1024));
     } else {
         xb[0 * H + 3] = 0x7FC0;                        /* a NaN */
