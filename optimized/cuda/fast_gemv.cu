@@ -94,7 +94,7 @@ __device__ __forceinline__ void parts_of(int n, int S, int q, int &lo, int &hi)
     lo = q * nch / S * 128, hi = min((q + 1) * nch / S * 128, n);
 }
 
-template <int GR, bool E4, class F>
+template <int GR, bool E4, int QH = 2, class F>
 __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, unsigned valid, const moe_quant_spec &spec,
                           uint8_t *dst, float *ssc, float *s_part, F after_loads)
 {
@@ -138,8 +138,7 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
     float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
     int nan = 0;
     /* the part's first QH chunks a lane stay in registers for the codes: one trip to L2 for parts up to
-     * 512 values (the ones parts_for makes at Qwen3-30B-A3B's sizes) */
-    constexpr int QH = 2;
+     * 256 QH values (GEMV1's at Qwen3-30B-A3B's sizes 512: QH 2; GEMV2's one part a slot 768: QH 3, NOTES.md v61) */
     uint4 hold[QH];
 #pragma unroll
     for (int k = 0; k < QH; k++) {
@@ -496,7 +495,7 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
     const int ng = K / 128;
     float *ssh = (float *)(gsm + (((int64_t)topk * opb + 15) & ~15));
     if constexpr (Q8) {
-        quant_cta<GR, std::is_same<T, __nv_fp8_e4m3>::value>(h, ldh, topk, K, valid, io.as, hop, ssh, s_part, [] {});
+        quant_cta<GR, std::is_same<T, __nv_fp8_e4m3>::value, 3>(h, ldh, topk, K, valid, io.as, hop, ssh, s_part, [] {});
         if (blockIdx.x == 0) { /* the trace's copy: h's codes at the slots' rows, their scales */
             for (int i = threadIdx.x; i < topk * (K / 16); i += blockDim.x) {
                 const int r = i / (K / 16), c = i % (K / 16);
