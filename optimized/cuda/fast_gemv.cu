@@ -110,7 +110,7 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
     if constexpr (GR == MOE_GRAN_GROUP) {
         /* n % 128 == 0 (gemv_fits). Eight lanes a 128-group, sixteen values a lane: a warp's part four groups
          * at a time, their chains (the shuffles, the rule's divisions, the step's set-up) side by side. With a
-         * warp a group, one after another, they were the block scheme's M = 1 gap: Qwen3-30B-A3B 25.1 -> 22.3 us
+         * warp a group, one after another, they were the block scheme's M = 1 gap: Qwen3-30B-A3B 25.0 -> 22.3 us
          * (NOTES.md v60; its GEMV2 had taken 2 us longer with one part a slot, six groups a warp, v43) */
         const int gl = lane >> 3, li = lane & 7;
         uint32_t v[8];
@@ -608,7 +608,7 @@ template <class T, int QS, int GR> struct gv {
         if (ce != cudaSuccess) return ce;
         /* GEMV2: a slot's parts of K, at most GV_MAXW warps a CTA; one part a slot (one warp over all of K) for
          * e4m3 per tensor / per channel and int8, where it measured faster (NOTES.md v43, Qwen3-30B-A3B M = 1, two
-         * rounds: 0.4-0.8 us; the block scheme 2 us and bf16 1 us slower with it; the block scheme still 0.6 us
+         * rounds: 0.4-0.8 us; the block scheme 2 us and bf16 1 us slower with it; the block scheme still 0.4-1.1 us
          * slower with its groups four a warp, v60) */
         const int ks = parts_for(wrow_bytes(io.kind, g2.K), g2.K, io.kind == GV_FP8 || io.kind == GV_I8 ? 1 : GV_MAXW / g2.topk);
         cudaLaunchAttribute at;
