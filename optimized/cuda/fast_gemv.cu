@@ -116,7 +116,7 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
         uint32_t v[8];
         auto load = [&](int c) {
             const uint4 *p = (const uint4 *)(row + c) + 2 * li;
-            const uint4 a = c < hi ? __ldcg(p) : make_uint4(0, 0, 0, 0), b = c < hi ? __ldcg(p + 1) : make_uint4(0, 0, 0, 0);
+            const uint4 z = make_uint4(0, 0, 0, 0), a = c < hi ? __ldcg(p) : z, b = c < hi ? __ldcg(p + 1) : z;
             v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
         };
         load(lo + 128 * gl);

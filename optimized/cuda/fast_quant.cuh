@@ -63,8 +63,9 @@ template <bool E4> __device__ __forceinline__ uint32_t ref_code(float v)
  * with a NaN, an infinity or a factor off qstep_make's range). Inlined, each
  * row chunk carried eight copies of it beside the fast step, and int8's
  * GEMV1 / GEMV2 (96.5 / 94.3 KB of code) stalled on instruction fetch twice
- * as often as fp8's (NOTES.md v57); out of line they are 63.6 / 61.3 KB and
- * Qwen3-30B-A3B's M = 1 forward 1.08x faster in int8 (v59) */
+ * as often as fp8's (NOTES.md v57); out of line they were 63.6 / 61.3 KB and
+ * Qwen3-30B-A3B's M = 1 forward 1.08x faster in int8 (v59; GEMV2 4 KiB
+ * longer again since v61's held third chunk) */
 template <bool E4>
 __device__ __forceinline__ uint32_t ref_codes2(const moe_quant_spec &spec, const moe_q_group &grp, float x, float y)
 {
@@ -124,7 +125,8 @@ __device__ __forceinline__ void group128_codes(const uint32_t (&v)[64 / L], cons
     constexpr int N = 128 / L;
     float f[N];
 #pragma unroll
-    for (int i = 0; i < N / 2; i++) f[2 * i] = __uint_as_float(v[i] << 16), f[2 * i + 1] = __uint_as_float(v[i] & 0xFFFF0000u);
+    for (int i = 0; i < N / 2; i++)
+        f[2 * i] = __uint_as_float(v[i] << 16), f[2 * i + 1] = __uint_as_float(v[i] & 0xFFFF0000u);
     float ai = 0.0f, mx = -MOE_M_INF, mn = MOE_M_INF;
     int nan = 0;
 #pragma unroll

@@ -948,8 +948,9 @@ static void quant_special_case(moe_scheme sc, const fcase *cp);
 
 START_TEST(quant_special_rows)
 {
-    const fcase one = {1, 8, 2, 512, 256, MOE_ACT_SILU, 0}, wide = {1, 8, 2, 4608, 256, MOE_ACT_SILU, 0}, small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0},
-                big = {4096, 8, 2, 512, 256, MOE_ACT_SILU, 0}, odd = {4100, 8, 2, 1152, 256, MOE_ACT_SILU, 0};
+    const fcase one = {1, 8, 2, 512, 256, MOE_ACT_SILU, 0}, wide = {1, 8, 2, 4608, 256, MOE_ACT_SILU, 0},
+                small = {24, 8, 2, 512, 256, MOE_ACT_SILU, 0}, big = {4096, 8, 2, 512, 256, MOE_ACT_SILU, 0},
+                odd = {4100, 8, 2, 1152, 256, MOE_ACT_SILU, 0};
     quant_special_case(Q8_SCHEMES[_i], &one);
     quant_special_case(Q8_SCHEMES[_i], &wide);
     quant_special_case(Q8_SCHEMES[_i], &small);
