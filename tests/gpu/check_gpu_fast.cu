@@ -2235,7 +2235,9 @@ END_TEST
  * EXACT; the atomic variant's out BOUNDED), both combines, on cases that reach each of its branches: top-k 8
  * (Qwen3-30B-A3B's H and I; one warp a slot in GEMV2), 2 and 3 (bf16 and the block scheme: GEMV2 splits K into parts), 1, a swigluoai
  * and a gelu case, rows that end inside a 128-byte chunk (gpt-oss-120b's 2880 in 8-bit, H 1000 in bf16),
- * and 9 / 11 128-groups (the block scheme). The 4-bit schemes (codes turned into bf16 pairs in registers):
+ * and 9 / 11 128-groups (the block scheme), top-k 12 (GEMV2 one warp a slot over all of K for every scheme: the
+ * block scheme's warp then takes its 9 groups in three rounds of four, the last a partial one, NOTES.md v60).
+ * The 4-bit schemes (codes turned into bf16 pairs in registers):
  * int4 on the cases whose H and I are multiples of 128 (its groups, each a chunk half), e2m1 also on 2880
  * (K % 64: rows of 1 440 bytes end inside a chunk, so their last pieces are absent). Then, deterministic and
  * not per tensor (whose h scale spans the slots), slot 1's expert outside [0, E): its row -1, the other slots'
@@ -2272,6 +2274,7 @@ START_TEST(gemv_within_bounds)
         {1, 16, 8, 2048, 768, MOE_ACT_SILU, 16},   {1, 8, 2, 256, 384, MOE_ACT_SWIGLUOAI, 16},
         {1, 16, 3, 1152, 1408, MOE_ACT_SILU, 16},  {1, 8, 4, 2880, 2880, MOE_ACT_SWIGLUOAI, 16},
         {1, 32, 1, 640, 256, MOE_ACT_GELU, 16},    {1, 8, 2, 1000, 520, MOE_ACT_SILU, 16},
+        {1, 16, 12, 1024, 1152, MOE_ACT_SILU, 16},
     };
     int ran = 0;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
