@@ -1,6 +1,12 @@
 #include <math.h> /* sqrt only: correctly rounded by IEEE 754, so deterministic */
 #include "moe/rng.h"
 
+/* The fills run over threads from this many values: element i is a pure function of (seed, stream,
+ * first + i), so the bits do not depend on the thread count (check_rng). The GPU tests' host weights are
+ * the reason: the gemv tcase's 2880-wide GEMM1 weights (8 experts x 5760 x 2880 normals, check_gpu_fast)
+ * took 9.2 s on one core of the build machine, their quantization 4.8 s (NOTES.md v62) */
+#define MOE_RNG_FILL_PAR 65536
+
 static void mulhilo(uint32_t a, uint32_t b, uint32_t *hi, uint32_t *lo)
 {
     uint64_t p = (uint64_t)a * b;
@@ -98,7 +104,8 @@ moe_status moe_rng_fill_uniform(float *dst, size_t n, uint64_t seed, uint64_t st
     if (!(lo < hi)) return moe_fail(MOE_ERR_INVALID_ARG, "lo, hi: need lo < hi (finite)");
     float w = hi - lo;
     if (!(w < __builtin_inff())) return moe_fail(MOE_ERR_INVALID_ARG, "hi - lo: must be finite");
-    for (size_t i = 0; i < n; i++) dst[i] = lo + w * moe_rng_uniform(seed, stream, first + i);
+#pragma omp parallel for schedule(static) if (n >= MOE_RNG_FILL_PAR)
+    for (int64_t i = 0; i < (int64_t)n; i++) dst[i] = lo + w * moe_rng_uniform(seed, stream, first + (uint64_t)i);
     return MOE_OK;
 }
 
@@ -109,7 +116,8 @@ moe_status moe_rng_fill_normal(float *dst, size_t n, uint64_t seed, uint64_t str
     if (!(stddev >= 0.0f) || !(stddev < __builtin_inff()))
         return moe_fail(MOE_ERR_INVALID_ARG, "stddev: must be finite and >= 0");
     if (!(mean - mean == 0.0f)) return moe_fail(MOE_ERR_INVALID_ARG, "mean: must be finite");
-    for (size_t i = 0; i < n; i++) dst[i] = mean + stddev * moe_rng_normal(seed, stream, first + i);
+#pragma omp parallel for schedule(static) if (n >= MOE_RNG_FILL_PAR)
+    for (int64_t i = 0; i < (int64_t)n; i++) dst[i] = mean + stddev * moe_rng_normal(seed, stream, first + (uint64_t)i);
     return MOE_OK;
 }
 

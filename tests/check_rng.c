@@ -2,6 +2,7 @@
  * (seed, stream, index), independence from thread count and order. */
 #include <check.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "moe/rng.h"
@@ -111,6 +112,23 @@ START_TEST(thread_count_independent)
         for (int i = N - 1; i >= 0; i--) b[i] = moe_rng_normal(3, st, (uint64_t)i);
         for (int i = 0; i < N; i++) ck_assert_msg(a[i] == b[i], "threads %d index %d", threads, i);
     }
+    /* the fills, which run over threads at this size (rng.c), against the one-value functions; the
+     * uniform fill's elements as lo + (hi - lo) u, the normal's as mean + stddev z */
+    const int was = omp_get_max_threads();
+    for (int threads = 1; threads <= 4; threads++) {
+        omp_set_num_threads(threads);
+        ck_assert_int_eq(moe_rng_fill_normal(b, N, 3, st, 0, 0.0f, 1.0f), MOE_OK);
+        for (int i = 0; i < N; i++) ck_assert_msg(a[i] == b[i], "fill_normal threads %d index %d", threads, i);
+        ck_assert_int_eq(moe_rng_fill_normal(b, N, 3, st, 17, 0.5f, 0.25f), MOE_OK);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(b[i] == 0.5f + 0.25f * moe_rng_normal(3, st, (uint64_t)i + 17), "fill_normal threads %d index %d",
+                          threads, i);
+        ck_assert_int_eq(moe_rng_fill_uniform(b, N, 3, st, 5, -2.0f, 3.0f), MOE_OK);
+        for (int i = 0; i < N; i++)
+            ck_assert_msg(b[i] == -2.0f + 5.0f * moe_rng_uniform(3, st, (uint64_t)i + 5), "fill_uniform threads %d index %d",
+                          threads, i);
+    }
+    omp_set_num_threads(was);
     free(a);
     free(b);
 }
