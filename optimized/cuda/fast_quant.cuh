@@ -64,8 +64,8 @@ template <bool E4> __device__ __forceinline__ uint32_t ref_code(float v)
  * row chunk carried eight copies of it beside the fast step, and int8's
  * GEMV1 / GEMV2 (96.5 / 94.3 KB of code) stalled on instruction fetch twice
  * as often as fp8's (NOTES.md v57); out of line they were 63.6 / 61.3 KB and
- * Qwen3-30B-A3B's M = 1 forward 1.08x faster in int8 (v59; GEMV2 4 KiB
- * longer again since v61's held third chunk) */
+ * Qwen3-30B-A3B's M = 1 forward 1.08x faster in int8 (v59; GEMV2 3.2-4.2
+ * KiB longer again since v61's held third chunk) */
 template <bool E4>
 __device__ __forceinline__ uint32_t ref_codes2(const moe_quant_spec &spec, const moe_q_group &grp, float x, float y)
 {
