@@ -190,18 +190,27 @@ __device__ void quant_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, un
     __syncthreads();
 }
 
-/* a bf16 row part copied into shared memory (bf16's operand: no quantization), the thread's first piece
- * loaded before after_loads as quant_cta's */
-template <class F>
+/* a bf16 row part copied into shared memory (bf16's operand: no quantization). A thread's first CH pieces are
+ * loaded together before after_loads (as quant_cta's held chunks), then stored: one trip to L2 where a row part
+ * is at most CH pieces a thread. A loop of load-then-store pieces is one trip a piece, since each store waits
+ * for its load before the next load issues: GEMV1's x at the 4-bit schemes' 2 warps a unit is 4 pieces a thread
+ * at Qwen3-30B-A3B's H 2048, GEMV2's h 3 (the 4-bit schemes, 8 warps) or 2 (bf16, 16 warps) */
+template <int CH, class F>
 __device__ void copy_cta(const __nv_bfloat16 *src, int64_t ld, int R, int n, unsigned valid, uint8_t *dst, F after_loads)
 {
     auto ok = [&](int i) { return i < R * (n / 8) && (valid >> (i / (n / 8)) & 1u); };
     auto at = [&](int i) { return (const uint4 *)(src + (i / (n / 8)) * ld) + i % (n / 8); };
-    const int i0 = threadIdx.x;
-    const uint4 first = ok(i0) ? __ldcg(at(i0)) : make_uint4(0, 0, 0, 0);
+    auto put = [&](int i, const uint4 &v) { ((uint4 *)(dst + (int64_t)(i / (n / 8)) * n * 2))[i % (n / 8)] = v; };
+    const int i0 = threadIdx.x, nt = blockDim.x;
+    uint4 hold[CH];
+#pragma unroll
+    for (int k = 0; k < CH; k++) hold[k] = ok(i0 + k * nt) ? __ldcg(at(i0 + k * nt)) : make_uint4(0, 0, 0, 0);
     after_loads();
-    for (int i = i0; i < R * (n / 8); i += blockDim.x)
-        if (ok(i)) ((uint4 *)(dst + (int64_t)(i / (n / 8)) * n * 2))[i % (n / 8)] = i == i0 ? first : __ldcg(at(i));
+#pragma unroll
+    for (int k = 0; k < CH; k++)
+        if (ok(i0 + k * nt)) put(i0 + k * nt, hold[k]);
+    for (int i = i0 + CH * nt; i < R * (n / 8); i += nt)
+        if (ok(i)) put(i, __ldcg(at(i)));
     __syncthreads();
 }
 
@@ -417,7 +426,7 @@ __global__ void __launch_bounds__(GV_MAXW * 16, 2) gemv1_kernel(gemm_params p, g
             for (int i = threadIdx.x; i < ns; i += blockDim.x) io.sx[i] = ssx[i];
         }
     } else {
-        copy_cta(x, 0, 1, H, 1u, xop, first);
+        copy_cta<4>(x, 0, 1, H, 1u, xop, first);
     }
     /* GEMV2 may launch: it streams its first weight chunks, then waits for this grid */
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -508,7 +517,7 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
             }
         }
     } else {
-        copy_cta(h, ldh, topk, K, valid, hop, [] {});
+        copy_cta<3>(h, ldh, topk, K, valid, hop, [] {});
     }
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (live && q < S) rp.run(hop + (int64_t)j * opb, acc, [&](int c) { return ssh[j * ng + c]; });
