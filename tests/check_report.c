@@ -522,6 +522,99 @@ START_TEST(bench_gpu_merge_bad)
 }
 END_TEST
 
+/* bench_cards.py ARGS (--out OUTDIR/NAME when name is given); its streams in out_text / err_text. */
+static int cards(const char *args, const char *name)
+{
+    if (no_python[0]) ck_abort_msg("%s", no_python);
+    char out[PATH_MAX + 80] = "";
+    if (name) {
+        char p[PATH_MAX + 64];
+        out_path(p, sizeof p, name);
+        unlink(p);
+        snprintf(out, sizeof out, "--out '%s'", p);
+    }
+    int rc = shf("python3 reports/bench_cards.py %s %s > '%s/stdout.txt' 2> '%s/stderr.txt'", args, out, outdir,
+                 outdir);
+    read_streams();
+    return rc;
+}
+
+#define CARDS FIX "cards_a.json " FIX "cards_b.json"
+
+/* Two grids on cards whose read ceilings are 3.0 and 4.5 TB/s (R = 1.5):
+ * with t_A = 1.5 u + c and t_B = u + c the fixtures' points split exactly
+ * (150 / 100 us: all bandwidth; 250 / 200: half; 300 / 300: none), the
+ * points without an ok partner are counted, not compared, and --impl picks
+ * another implementation. */
+START_TEST(bench_cards_split)
+{
+    ck_assert_msg(cards(CARDS, "cards.json") == 0, "bench_cards.py failed: %s", err_text);
+    ck_assert_str_eq(err_text, "");
+    HAS(out_text, "read 4.5 TB/s, 1.5x A's");
+    HAS(out_text, "deepseek-v3 M 16 bf16 uniform: 150.0 -> 100.0 us (1.50x); not scaling with bandwidth: 0% of B's");
+    HAS(out_text, "mixtral-8x7b M 256 bf16 uniform: 250.0 -> 200.0 us (1.25x); not scaling with bandwidth: 50% of B's");
+    HAS(out_text, "mixtral-8x7b M 256 fp8_wtensor_atensor uniform: 300.0 -> 300.0 us (1.00x); not scaling with "
+                  "bandwidth: 100% of B's time");
+    /* gpt-oss-120b failed on B, qwen3-30b-a3b was not run there: neither is compared */
+    HAS(out_text, "3 points of cuda-fast in both; 2 only in A, 0 only in B");
+    LACKS(out_text, "gpt-oss-120b");
+    char p[PATH_MAX + 64];
+    out_path(p, sizeof p, "cards.json");
+    char *doc = slurp(p, NULL);
+    ck_assert_ptr_nonnull(doc);
+    HAS(doc, "\"type\": \"bench-cards\"");
+    HAS(doc, "\"other_share\": 0.5");
+    HAS(doc, "\"bandwidth_us\": 100.0");
+    HAS(doc, "\"read_ratio\": 1.5");
+    free(doc);
+    ck_assert_msg(cards(CARDS " --impl torch-grouped-mm", NULL) == 0, "%s", err_text);
+    HAS(out_text, "mixtral-8x7b M 256 bf16 uniform: 240.0 -> 160.0 us (1.50x); not scaling with bandwidth: 0%");
+    HAS(out_text, "1 points of torch-grouped-mm in both");
+    /* dense peaks more than 5% apart: compared, with a warning that names both */
+    char *b = slurp(FIX "cards_b.json", NULL), *at;
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(at = strstr(b, "\"fp8_dense_tflops\": 1390"));
+    memcpy(at, "\"fp8_dense_tflops\": 1990", strlen("\"fp8_dense_tflops\": 1990"));
+    char args[2 * PATH_MAX + 64];
+    write_file("cards-peak.json", b, p, sizeof p);
+    free(b);
+    snprintf(args, sizeof args, FIX "cards_a.json '%s'", p);
+    ck_assert_msg(cards(args, NULL) == 0, "%s", err_text);
+    HAS(err_text, "warning: meta.ceilings.fp8_dense_tflops differs by more than 5% (tests/report/cards_a.json: 1400");
+    HAS(err_text, "cards-peak.json: 1990)");
+}
+END_TEST
+
+/* Bad inputs: exit 2, the file and the rule named, nothing written. */
+START_TEST(bench_cards_bad)
+{
+    char p[PATH_MAX + 64], args[2 * PATH_MAX + 64];
+    /* the same read ceiling twice: the split would divide by zero */
+    ck_assert_int_eq(cards(FIX "cards_a.json " FIX "cards_a.json", "cards-bad.json"), 2);
+    HAS(err_text, "the read ceilings must differ by at least 5% (tests/report/cards_a.json: 3.0 TB/s");
+    ck_assert(!exists("cards-bad.json"));
+    /* no read ceiling */
+    write_file("cards-noread.json", "{\"type\": \"bench-gpu\", \"meta\": {}, \"points\": []}\n", p, sizeof p);
+    snprintf(args, sizeof args, FIX "cards_a.json '%s'", p);
+    ck_assert_int_eq(cards(args, "cards-bad.json"), 2);
+    HAS(err_text, "cards-noread.json: meta.ceilings.read_tbs must be a positive number");
+    ck_assert(!exists("cards-bad.json"));
+    /* nothing in common */
+    ck_assert_int_eq(cards(CARDS " --impl cublas", "cards-bad.json"), 2);
+    HAS(err_text, "cards_b.json: no ok point of impl cublas at the same shape, M, scheme and routing as in");
+    ck_assert(!exists("cards-bad.json"));
+    no_temp_left("cards-bad.json");
+    /* a missing file and a malformed one, read as bench_merge.py reads them */
+    ck_assert_int_eq(cards(FIX "cards_a.json " FIX "no-such.json", "cards-bad.json"), 2);
+    HAS(err_text, "no-such.json: cannot read");
+    write_file("cards-type.json", "{\"type\": \"bench\", \"meta\": {}, \"points\": []}\n", p, sizeof p);
+    snprintf(args, sizeof args, "'%s' " FIX "cards_b.json", p);
+    ck_assert_int_eq(cards(args, "cards-bad.json"), 2);
+    HAS(err_text, "cards-type.json: \"type\" must be \"bench-gpu-merged\" (bench_merge.py) or \"bench-gpu\"");
+    ck_assert(!exists("cards-bad.json"));
+}
+END_TEST
+
 /* torch_peer.py's plan without torch (--dry-run) names the warm-up by time,
  * and a bad --warm-ms is a usage error naming the rule. */
 static int torch_peer(const char *args)
@@ -663,6 +756,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, bench_gpu_merge);
     tcase_add_test(tc, bench_gpu_merge_bad);
     tcase_add_test(tc, bench_gpu_section);
+    tcase_add_test(tc, bench_cards_split);
+    tcase_add_test(tc, bench_cards_bad);
     tcase_add_test(tc, torch_peer_warm);
     tcase_add_test(tc, chromium_dom);
     tcase_add_test(tc, chromium_filters);
