@@ -14,7 +14,8 @@ latency makes the same on both cards). So u = (t_A - t_B) / (R - 1), and
 the share reported is c / t_B. It is a two-term model: it takes the dense
 peaks as equal (a warning names them where they differ by more than 5%),
 and a share outside [0, 1] says the grids differ in more than the card
-(builds, clocks, run-to-run spread). NOTES.md v65 is the reading it was
+(builds, clocks, run-to-run spread); grids timed on different routings
+(meta.seed, meta.skew) are compared with a warning too. NOTES.md v65 is the reading it was
 made for.
 
 Exit 0: printed (and written with --out); 2: usage error or bad input (the
@@ -59,6 +60,11 @@ def compare(a_path, a, b_path, b, impl):
             warnings.append(f"meta.ceilings.{k} differs by more than {PEAK_GAP:.0%} ({a_path}: {pa}, {b_path}: "
                             f"{pb}): the split takes the part that does not scale with bandwidth as the same on "
                             f"both cards")
+    for k in ("seed", "skew"):   # the same key on another routing draw is another problem
+        va, vb = a["meta"].get(k), b["meta"].get(k)
+        if va is not None and vb is not None and va != vb:
+            warnings.append(f"meta.{k} differs ({a_path}: {va}, {b_path}: {vb}): the points were timed on "
+                            f"different routings")
     pa, pb = ok_points(a, impl), ok_points(b, impl)
     common = sorted(set(pa) & set(pb), key=lambda k: bench_merge.order_key(pb[k]))
     if not common:

@@ -56,31 +56,28 @@ static void read_streams(void)
     slurp_into(p, err_text, sizeof err_text);
 }
 
-/* report.py ARGS --out OUTDIR/NAME; its stdout and stderr in out_text / err_text. */
-static int report(const char *args, const char *name)
+/* python3 reports/SCRIPT ARGS, with --out OUTDIR/NAME when name is given
+ * (removed first, so a failed run cannot leave an old one looking written);
+ * its stdout and stderr in out_text / err_text. */
+static int py_script(const char *script, const char *args, const char *name)
 {
     if (no_python[0]) ck_abort_msg("%s", no_python);
-    char out[PATH_MAX + 64];
-    out_path(out, sizeof out, name);
-    unlink(out);
-    int rc = shf("%s python3 reports/report.py %s --out '%s' > '%s/stdout.txt' 2> '%s/stderr.txt'",
-                 py_env, args, out, outdir, outdir);
-    read_streams();
-    return rc;
-}
-
-/* bench_merge.py ARGS --out OUTDIR/NAME; its stdout and stderr in out_text / err_text. */
-static int merge(const char *args, const char *name)
-{
-    if (no_python[0]) ck_abort_msg("%s", no_python);
-    char out[PATH_MAX + 64];
-    out_path(out, sizeof out, name);
-    unlink(out);
-    int rc = shf("python3 reports/bench_merge.py %s --out '%s' > '%s/stdout.txt' 2> '%s/stderr.txt'", args, out,
+    char out[PATH_MAX + 80] = "";
+    if (name) {
+        char p[PATH_MAX + 64];
+        out_path(p, sizeof p, name);
+        unlink(p);
+        snprintf(out, sizeof out, "--out '%s'", p);
+    }
+    int rc = shf("%s python3 reports/%s %s %s > '%s/stdout.txt' 2> '%s/stderr.txt'", py_env, script, args, out,
                  outdir, outdir);
     read_streams();
     return rc;
 }
+
+static int report(const char *args, const char *name) { return py_script("report.py", args, name); }
+static int merge(const char *args, const char *name) { return py_script("bench_merge.py", args, name); }
+static int cards(const char *args, const char *name) { return py_script("bench_cards.py", args, name); }
 
 /* OUTDIR/NAME holding TEXT (a hand-made bad input); its path in PATH. */
 static void write_file(const char *name, const char *text, char *path, size_t n)
@@ -522,24 +519,22 @@ START_TEST(bench_gpu_merge_bad)
 }
 END_TEST
 
-/* bench_cards.py ARGS (--out OUTDIR/NAME when name is given); its streams in out_text / err_text. */
-static int cards(const char *args, const char *name)
-{
-    if (no_python[0]) ck_abort_msg("%s", no_python);
-    char out[PATH_MAX + 80] = "";
-    if (name) {
-        char p[PATH_MAX + 64];
-        out_path(p, sizeof p, name);
-        unlink(p);
-        snprintf(out, sizeof out, "--out '%s'", p);
-    }
-    int rc = shf("python3 reports/bench_cards.py %s %s > '%s/stdout.txt' 2> '%s/stderr.txt'", args, out, outdir,
-                 outdir);
-    read_streams();
-    return rc;
-}
-
 #define CARDS FIX "cards_a.json " FIX "cards_b.json"
+
+/* bench_cards.py on cards_a.json and a copy of cards_b.json (OUTDIR/NAME) whose text FROM is replaced by TO
+ * (same length) */
+static int cards_b_edited(const char *name, const char *from, const char *to)
+{
+    char *b = slurp(FIX "cards_b.json", NULL), *at, p[PATH_MAX + 64], args[PATH_MAX + 128];
+    ck_assert_ptr_nonnull(b);
+    ck_assert(strlen(from) == strlen(to));
+    ck_assert_msg((at = strstr(b, from)) != NULL, "'%s' not in " FIX "cards_b.json", from);
+    memcpy(at, to, strlen(to));
+    write_file(name, b, p, sizeof p);
+    free(b);
+    snprintf(args, sizeof args, FIX "cards_a.json '%s'", p);
+    return cards(args, NULL);
+}
 
 /* Two grids on cards whose read ceilings are 3.0 and 4.5 TB/s (R = 1.5):
  * with t_A = 1.5 u + c and t_B = u + c the fixtures' points split exactly
@@ -570,18 +565,14 @@ START_TEST(bench_cards_split)
     ck_assert_msg(cards(CARDS " --impl torch-grouped-mm", NULL) == 0, "%s", err_text);
     HAS(out_text, "mixtral-8x7b M 256 bf16 uniform: 240.0 -> 160.0 us (1.50x); not scaling with bandwidth: 0%");
     HAS(out_text, "1 points of torch-grouped-mm in both");
-    /* dense peaks more than 5% apart: compared, with a warning that names both */
-    char *b = slurp(FIX "cards_b.json", NULL), *at;
-    ck_assert_ptr_nonnull(b);
-    ck_assert_ptr_nonnull(at = strstr(b, "\"fp8_dense_tflops\": 1390"));
-    memcpy(at, "\"fp8_dense_tflops\": 1990", strlen("\"fp8_dense_tflops\": 1990"));
-    char args[2 * PATH_MAX + 64];
-    write_file("cards-peak.json", b, p, sizeof p);
-    free(b);
-    snprintf(args, sizeof args, FIX "cards_a.json '%s'", p);
-    ck_assert_msg(cards(args, NULL) == 0, "%s", err_text);
+    /* dense peaks more than 5% apart, another routing draw: compared, each with a warning naming both files */
+    ck_assert_msg(cards_b_edited("cards-peak.json", "\"fp8_dense_tflops\": 1390", "\"fp8_dense_tflops\": 1990") == 0,
+                  "%s", err_text);
     HAS(err_text, "warning: meta.ceilings.fp8_dense_tflops differs by more than 5% (tests/report/cards_a.json: 1400");
     HAS(err_text, "cards-peak.json: 1990)");
+    ck_assert_msg(cards_b_edited("cards-seed.json", "\"seed\": 1", "\"seed\": 7") == 0, "%s", err_text);
+    HAS(err_text, "warning: meta.seed differs (tests/report/cards_a.json: 1,");
+    HAS(err_text, "cards-seed.json: 7): the points were timed on different routings");
 }
 END_TEST
 
@@ -612,6 +603,10 @@ START_TEST(bench_cards_bad)
     ck_assert_int_eq(cards(args, "cards-bad.json"), 2);
     HAS(err_text, "cards-type.json: \"type\" must be \"bench-gpu-merged\" (bench_merge.py) or \"bench-gpu\"");
     ck_assert(!exists("cards-bad.json"));
+    /* --out where no file can be written: exit 2 naming the path, nothing printed as if done */
+    ck_assert_int_eq(cards(CARDS " --out /nonexistent-dir/cards.json", NULL), 2);
+    HAS(err_text, "bench_cards.py: /nonexistent-dir/cards.json: cannot write");
+    ck_assert_str_eq(out_text, "");
 }
 END_TEST
 
