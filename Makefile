@@ -117,9 +117,12 @@ $(BUILD)/moe-%: $(BUILD)/obj/combos/main_%.o $(BUILD)/libmoe_combos.a $(BUILD)/l
 	$(CC) $(LDFLAGS) $< $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(CUDA_LINK) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_ref.a \
 	  $(LDLIBS) $(BLAS_LIBS) -o $@
 
+# The fast path's plan rule is plain C (optimized/cuda/fast_plan.c): its
+# suite links the object alone, so it builds and runs without nvcc.
+$(BUILD)/tests/check_fx_plan: $(BUILD)/obj/optimized/cuda/fast_plan.o
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BUILD)/libmoe_cpu.a $(BUILD)/libmoe_ref.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) $< $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(BUILD)/libmoe_ref.a \
+	$(CC) $(LDFLAGS) $< $(filter-out $< $(ORACLE_OBJ),$(filter %.o,$^)) $(ORACLE_OBJ) $(BUILD)/libmoe_combos.a $(BACKEND_LIBS) $(BUILD)/libmoe_ref.a \
 	  $(CHECK_LIBS) $(LDLIBS) $(BLAS_LIBS) -o $@
 
 ifeq ($(HAVE_NVCC),yes)

@@ -129,12 +129,12 @@ typedef struct {
                              * tokens as A (the form before; int8 and the 4-bit schemes always). plan_make sets it
                              * unless MOE_FX_SWAP=0 is in the environment; a caller may clear it on a 16-row plan
                              * (a 32-row plan has no mma.sync form: refused) */
-    int wg64;               /* the 64-row tiles run on wgmma (one warpgroup, 64 x 128: 64x128W in fast.cu): always
+    int wg64;               /* the 64-row tiles run on wgmma (one warpgroup, 64 x 128: 64x128W in fast_plan.h): always
                              * for the e4m3 schemes, for bf16 where H >= 4096 (MOE_FX_WG64=0 / 1 in the environment
                              * overrides for bf16); 0: the mma.sync 64 x 128 tile of eight warps */
     int shallow1, shallow2; /* GEMM1 / GEMM2 on a 16-row swapped tile runs its shallow form (4 / 6 stages instead
                              * of 6 / 8: three CTAs an SM instead of two) where plan_make predicts it faster
-                             * (fast.cu shallow_cfg); the e4m3 64-row wgmma tile with epilogue scales (per
+                             * (fast_plan.c shallow_cfg); the e4m3 64-row wgmma tile with epilogue scales (per
                              * tensor, per channel) runs on 3 stages instead of 4, three CTAs an SM (both GEMMs;
                              * NOTES.md v20). MOE_FX_SHALLOW=0 in the environment: never; a caller may clear them */
     int tma;                /* the GEMMs load their weight tiles by TMA (one box a k tile; fast_gemm.cuh,

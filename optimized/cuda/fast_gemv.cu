@@ -55,7 +55,6 @@ namespace fx {
 namespace {
 
 constexpr int GV_U = 2;     /* 128-byte chunks a warp loads a row before it multiplies the ones before */
-constexpr int GV_MAXW = 16; /* warps of a CTA at most (GEMV2: top-k <= 16) */
 /* K's parts a unit (one warp each) over a weight row of rowb bytes: about 4 chunks a warp, so a warp's stream
  * is a few memory round trips (with one warp a unit of 16 chunks, ncu put Qwen3-30B-A3B's fp8 GEMV1 at 14 us
  * and 1.75 TB/s, NOTES.md v28; 1, 2, 3, 6 or 8 chunks a warp timed no faster there, v29), at most 8, and at
@@ -557,24 +556,8 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
     ((__nv_bfloat16 *)io.out)[n0 + threadIdx.x] = __float2bfloat16_rn(o);
 }
 
-/* K's multiple each kind's groups need: the block scheme's and int4's 128-groups (a chunk half), e2m1's
- * 32-groups in the 16-byte pieces the rows are loaded in (K % 64: whole pieces) */
-int ktiles_ok(int kind, int K)
-{
-    return kind == GV_FP8_BLOCK || kind == GV_W4 ? K % 128 == 0 : kind == GV_MX4 ? K % 64 == 0 : 1;
-}
-int is_w4(int kind) { return kind == GV_W4 || kind == GV_MX4; }
-/* an operand element's bytes in shared memory (bf16 for bf16 and the 4-bit schemes), a weight row's bytes */
-int elem_bytes(int kind) { return kind == GV_BF16 || is_w4(kind) ? 2 : 1; }
-int wrow_bytes(int kind, int K) { return is_w4(kind) ? K / 2 : K * elem_bytes(kind); }
-
-/* shared memory of each kernel: the operand rows and their scales */
-size_t smem1(int kind, int H) { return ((size_t)H * elem_bytes(kind) + 15) / 16 * 16 + (H / 128 + 1) * 4; }
-size_t smem2(int kind, int topk, int I)
-{
-    return ((size_t)topk * I * elem_bytes(kind) + 15) / 16 * 16 + (size_t)topk * (I / 128 + 1) * 4;
-}
-constexpr size_t GV_SMEM_MAX = 96 * 1024;
+/* a weight row's bytes (the limits, the operands' shared memory and gemv_fits: fast_plan.c) */
+int wrow_bytes(int kind, int K) { return kind == GV_W4 || kind == GV_MX4 ? K / 2 : K * fx_gemv_elem_bytes(kind); }
 
 template <class T, int QS, int GR> struct gv {
     /* GEMV1's CTAs in one wave (the units strided over them): its warps an SM by registers (found once, in
@@ -608,11 +591,11 @@ template <class T, int QS, int GR> struct gv {
     {
         const int units = g1.topk * (g1.I / 8), ks1 = parts_for(wrow_bytes(io.kind, g1.K), g1.K, GV_MAXW / 2);
         int ctas = 0;
-        cudaError_t ce = wave(smem1(io.kind, g1.K), ks1, &ctas);
+        cudaError_t ce = wave(fx_gemv_smem1(io.kind, g1.K), ks1, &ctas);
         if (ce != cudaSuccess) return ce;
         cudaLaunchConfig_t lc = {};
         lc.gridDim = dim3(units < ctas ? units : ctas), lc.blockDim = dim3(32 * ks1), lc.stream = s;
-        lc.dynamicSmemBytes = smem1(io.kind, g1.K);
+        lc.dynamicSmemBytes = fx_gemv_smem1(io.kind, g1.K);
         ce = cudaLaunchKernelEx(&lc, gemv1_kernel<T, QS, GR>, g1, io);
         if (ce != cudaSuccess) return ce;
         /* GEMV2: a slot's parts of K, at most GV_MAXW warps a CTA; one part a slot (one warp over all of K) for
@@ -622,7 +605,7 @@ template <class T, int QS, int GR> struct gv {
         const int ks = parts_for(wrow_bytes(io.kind, g2.K), g2.K, io.kind == GV_FP8 || io.kind == GV_I8 ? 1 : GV_MAXW / g2.topk);
         cudaLaunchAttribute at;
         at.id = cudaLaunchAttributeProgrammaticStreamSerialization, at.val.programmaticStreamSerializationAllowed = 1;
-        lc.gridDim = dim3((g2.N + 15) / 16), lc.blockDim = dim3(32 * g2.topk * ks), lc.dynamicSmemBytes = smem2(io.kind, g2.topk, g2.K);
+        lc.gridDim = dim3((g2.N + 15) / 16), lc.blockDim = dim3(32 * g2.topk * ks), lc.dynamicSmemBytes = fx_gemv_smem2(io.kind, g2.topk, g2.K);
         lc.attrs = &at, lc.numAttrs = 1;
         return cudaLaunchKernelEx(&lc, gemv2_kernel<T, QS, GR>, g2, io);
     }
@@ -645,12 +628,6 @@ template <class F> cudaError_t with_gv(const gemv_io &io, F f)
 
 } // namespace
 
-int gemv_fits(int kind, int topk, int H, int I)
-{
-    return kind >= GV_BF16 && kind <= GV_MX4 && topk >= 1 && topk <= GV_MAXW && ktiles_ok(kind, H) && ktiles_ok(kind, I) &&
-           smem1(kind, H) <= GV_SMEM_MAX && smem2(kind, topk, I) <= GV_SMEM_MAX;
-}
-
 cudaError_t gemv_prepare(const gemv_io &io)
 {
     return with_gv(io, [&](auto k) { return decltype(k)::prepare(); });
@@ -658,7 +635,7 @@ cudaError_t gemv_prepare(const gemv_io &io)
 
 cudaError_t gemv_forward(const gemm_params &g1, const gemm_params &g2, const gemv_io &io, cudaStream_t s)
 {
-    if (!gemv_fits(io.kind, g1.topk, g1.K, g1.I)) return cudaErrorInvalidValue;
+    if (!fx_gemv_fits(io.kind, g1.topk, g1.K, g1.I)) return cudaErrorInvalidValue;
     return with_gv(io, [&](auto k) { return decltype(k)::launch(g1, g2, io, s); });
 }
 

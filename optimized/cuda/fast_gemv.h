@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "moe/quant.h"
 #include "fast_gemm.cuh"
+#include "fast_plan.h" /* GV_* kinds and limits, fx_gemv_fits: the plan rule checks them without CUDA */
 
 namespace fx {
 
@@ -24,12 +25,6 @@ struct gemv_io {
     int atomic;            /* the atomic variant: out without y */
     void *out;             /* [1, H] bf16 */
 };
-enum { GV_BF16 = 0, GV_FP8, GV_FP8_BLOCK, GV_I8, GV_W4, GV_MX4 };
-
-/* 1 where gemv_forward runs (topk, the operands' shared memory); the
- * plan's rule sits in fast.cu */
-int gemv_fits(int kind, int topk, int H, int I);
-
 /* raises the kernels' shared-memory limit (plan_make: not a stream operation) */
 cudaError_t gemv_prepare(const gemv_io &io);
 
