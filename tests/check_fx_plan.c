@@ -262,6 +262,12 @@ START_TEST(plan_checks)
     ck_assert_int_eq(b.bm1, 128);
     b.persistent = 0;
     check_refuses(&w4, &b, NULL, 1, MOE_ERR_INVALID_ARG, "plan.persistent 0 on 4-bit 128-row tiles");
+    /* a 32-row swapped plan has no mma.sync form to fall back to */
+    const moe_cuda_fx_problem r32 = problem("mixtral-8x7b", 64, MOE_SCHEME_BF16, 0);
+    b = must_plan(&r32);
+    ck_assert(b.bm1 == 32 && b.swapped);
+    b.swapped = 0;
+    check_refuses(&r32, &b, NULL, 1, MOE_ERR_INVALID_ARG, "no mma.sync / wgmma tile of 32 x");
     /* a one-token plan's slot layout belongs to M = 1 */
     const moe_cuda_fx_problem one = problem("qwen3-30b-a3b", 1, MOE_SCHEME_BF16, 0);
     const moe_cuda_fx_plan op = must_plan(&one);

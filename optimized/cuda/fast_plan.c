@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*                          bm   bn  kinds                                                  sw sh w64 deep          mma */
-#define ALL_KINDS 0x3fu
+/* The tiles: bm, bn, the kinds each exists for, swapped, shallow, w64, its deep form, its mma.sync form */
+#define ALL_KINDS ((1u << KIND_COUNT) - 1u)
 #define K_(k) (1u << (k))
 const fx_tile_cfg fx_cfgs[CFG_COUNT] = {
     [CFG_16x128] = {16, 128, ALL_KINDS, 0, 0, 0, CFG_16x128, CFG_16x128},
@@ -19,7 +19,8 @@ const fx_tile_cfg fx_cfgs[CFG_COUNT] = {
     [CFG_128x256] = {128, 256, K_(KIND_BF16) | K_(KIND_W4) | K_(KIND_MX4) | K_(KIND_I8), 0, 0, 0, CFG_128x256, CFG_128x256},
     [CFG_128x128] = {128, 128, K_(KIND_FP8) | K_(KIND_FP8_BLOCK) | K_(KIND_I8), 0, 0, 0, CFG_128x128, CFG_128x128},
     [CFG_64x128W] = {64, 128, K_(KIND_BF16) | K_(KIND_FP8) | K_(KIND_FP8_BLOCK), 0, 0, 1, CFG_64x128W, CFG_64x128},
-    /* the swapped decode tiles; a 32-row one has no mma.sync form (its own row: fx_forward finds no such tile) */
+    /* the swapped decode tiles; a 32-row one has no mma.sync form: its mma field names its own row, and a 32-row
+     * plan with plan.swapped cleared names no tile, which fx_forward refuses */
     [CFG_16x128S] = {16, 128, K_(KIND_BF16) | K_(KIND_FP8) | K_(KIND_FP8_BLOCK), 1, 0, 0, CFG_16x128S, CFG_16x128},
     [CFG_16x64S] = {16, 64, K_(KIND_BF16) | K_(KIND_FP8) | K_(KIND_FP8_BLOCK), 1, 0, 0, CFG_16x64S, CFG_16x64},
     [CFG_32x128S] = {32, 128, K_(KIND_BF16) | K_(KIND_FP8) | K_(KIND_FP8_BLOCK), 1, 0, 0, CFG_32x128S, CFG_32x128S},
