@@ -5,8 +5,8 @@
  * words, the launches and the workspace that moe-bench wrote into each
  * point's note, or the refusal it printed (tests/fx_plan/grid-v60.tsv, from
  * optimized/cuda/results/h100-bench-merged-all-v60.json by
- * tests/fx_plan/from_grid.py). A change to the rule shows here as the
- * points it moves; such a change comes with its measurement (NOTES.md)
+ * tests/fx_plan/from_grid.py, which grid_file_from_json reruns). A change
+ * to the rule shows here as the points it moves; such a change comes with its measurement (NOTES.md)
  * and that table regenerated from a grid of the new rule.
  * fields_match: every field (trigger_early, h_trigger, max_blocks and the
  * others the words leave out) of the plans of those shapes, the sweep's tiny
@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "moe/shapes.h"
+#include "test_shell.h"
 #include "../optimized/cuda/fast_plan.h"
 
 #define HAS(s, sub) ck_assert_msg(strstr(s, sub) != NULL, "'%s' not in: %s", sub, s)
@@ -65,9 +66,7 @@ static void plan_words(const moe_cuda_fx_problem *p, int tma_ok, char *buf, size
         snprintf(buf, n, "refused: %s", moe_last_error());
         return;
     }
-    char tiles[160];
-    moe_cuda_fx_tiles(&plan, tiles, sizeof tiles);
-    snprintf(buf, n, "%s, %d launches, workspace %zu B", tiles, plan.launches, plan.workspace);
+    moe_cuda_fx_plan_words(&plan, buf, n);
 }
 
 /* every field of the plan, or the refusal's status */
@@ -170,6 +169,29 @@ START_TEST(grid_matches)
 }
 END_TEST
 
+/* the grid file is what from_grid.py makes of the grid's JSON (so it is the GPU's record, not hand-edited), and
+ * the script refuses what it cannot read with exit 2, naming the file */
+START_TEST(grid_file_from_json)
+{
+    char dir[] = "/tmp/moe-fx-plan-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    int rc = shf("python3 tests/fx_plan/from_grid.py optimized/cuda/results/h100-bench-merged-all-v60.json > '%s/grid.tsv' "
+                 "&& cmp '%s/grid.tsv' tests/fx_plan/grid-v60.tsv", dir, dir);
+    ck_assert_msg(rc == 0, "from_grid.py's output differs from tests/fx_plan/grid-v60.tsv (exit %d)", rc);
+    rc = shf("python3 tests/fx_plan/from_grid.py '%s/none.json' > '%s/out.txt' 2> '%s/err.txt'", dir, dir, dir);
+    ck_assert_int_eq(rc, 2);
+    char err[1024], path[128];
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    slurp_into(path, err, sizeof err);
+    HAS(err, "none.json: cannot read");
+    rc = shf("python3 tests/fx_plan/from_grid.py tests/fx_plan/grid-v60.tsv > '%s/out.txt' 2> '%s/err.txt'", dir, dir);
+    ck_assert_int_eq(rc, 2);
+    slurp_into(path, err, sizeof err);
+    HAS(err, "grid-v60.tsv: not a bench-gpu-merged document with plans");
+    ck_assert_int_eq(shf("rm -rf '%s'", dir), 0);
+}
+END_TEST
+
 START_TEST(fields_match)
 {
     clear_switches();
@@ -238,6 +260,8 @@ START_TEST(plan_checks)
 
     const moe_cuda_fx_problem p = problem("mixtral-8x7b", 256, MOE_SCHEME_FP8_WTENSOR_ATENSOR, 0);
     const moe_cuda_fx_plan good = must_plan(&p);
+    check_refuses(NULL, &good, NULL, 1, MOE_ERR_INVALID_ARG, "problem and plan must not be NULL");
+    check_refuses(&p, NULL, NULL, 1, MOE_ERR_INVALID_ARG, "problem and plan must not be NULL");
     moe_cuda_fx_plan b = good;
     b.promote_k = 512;
     check_refuses(&p, &b, NULL, 1, MOE_ERR_INVALID_ARG, "plan.promote_k 512: the rule is 128 or 256");
@@ -363,6 +387,11 @@ END_TEST
 START_TEST(layout_and_model)
 {
     clear_switches();
+    char w[64] = "x";
+    moe_cuda_fx_plan_words(NULL, w, sizeof w);
+    ck_assert_str_eq(w, "no plan");
+    moe_cuda_fx_plan_words(NULL, w, 0); /* nothing written, no crash */
+    moe_cuda_fx_plan_words(NULL, NULL, 8);
     /* cap = M*topk + min(E, M*topk)*(bm-1), rounded up to bm */
     ck_assert_int_eq(moe_cuda_fx_layout_cap(1, 8, 256, 16), 128);    /* 8 + 8*15 */
     ck_assert_int_eq(moe_cuda_fx_layout_cap(256, 2, 8, 128), 1536);  /* 512 + 8*127 = 1528 */
@@ -421,6 +450,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("rule");
     tcase_add_test(tc, grid_matches);
     tcase_add_test(tc, fields_match);
+    tcase_add_test(tc, grid_file_from_json);
     tcase_add_test(tc, bad_problems_refused);
     tcase_add_test(tc, plan_checks);
     tcase_add_test(tc, switches);

@@ -310,10 +310,9 @@ static void run_fast(moe_bg_run *R, const moe_shape *sh, moe_scheme sc, bg_weigh
     if (set < 0 ? !W->w1 : !W->set[set].q1)
         return moe_bg_point_set(p, "failed", "weights: %s", set < 0 ? W->why : W->set[set].why);
     if (set >= 0) ref_why = "the cuBLAS reference pipeline is bf16 only"; /* checked by tests/gpu/check_gpu_fast */
-    char tiles[160];
-    moe_cuda_fx_tiles(&plan, tiles, sizeof tiles);
-    snprintf(p->note, sizeof p->note, "CUDA graph replays; tiles %s, %d launches, workspace %zu B", tiles, plan.launches,
-             plan.workspace);
+    char words[224];
+    moe_cuda_fx_plan_words(&plan, words, sizeof words);
+    snprintf(p->note, sizeof p->note, "CUDA graph replays; tiles %s", words);
     bg_graphs g;
     memset(&g, 0, sizeof g);
     void *ws = NULL;

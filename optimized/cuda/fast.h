@@ -245,6 +245,10 @@ moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_f
 /* The plan's tiles in words for logs and reports ("16x64 / 16x128 swapped,
  * GEMM2 shallow"): bm1 x bn1 / bm2 x bn2 and the forms plan_make chose. */
 void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_t n);
+/* The tiles, the launches and the workspace in one line ("16x64 / 16x128
+ * swapped, 4 launches, workspace 589568 B"): what moe-bench writes into a
+ * point's note, and what tests/check_fx_plan.c holds the rule to. */
+void moe_cuda_fx_plan_words(const moe_cuda_fx_plan *plan, char *buf, size_t n);
 
 /* (fast_trace.cu) Every piece of the forward just run on the default
  * stream (workspace, its output out [M, H] bf16 on the device) copied into

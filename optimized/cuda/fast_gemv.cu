@@ -557,7 +557,7 @@ __global__ void __launch_bounds__(GV_MAXW * 32) gemv2_kernel(gemm_params p, gemv
 }
 
 /* a weight row's bytes (the limits, the operands' shared memory and gemv_fits: fast_plan.c) */
-int wrow_bytes(int kind, int K) { return kind == GV_W4 || kind == GV_MX4 ? K / 2 : K * fx_gemv_elem_bytes(kind); }
+int wrow_bytes(int kind, int K) { return fx_gemv_w4(kind) ? K / 2 : K * fx_gemv_elem_bytes(kind); }
 
 template <class T, int QS, int GR> struct gv {
     /* GEMV1's CTAs in one wave (the units strided over them): its warps an SM by registers (found once, in

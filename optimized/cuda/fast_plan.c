@@ -58,7 +58,7 @@ static int gemv_ktiles_ok(int kind, int K)
     return kind == GV_FP8_BLOCK || kind == GV_W4 ? K % 128 == 0 : kind == GV_MX4 ? K % 64 == 0 : 1;
 }
 /* an operand element's bytes in shared memory (bf16 for bf16 and the 4-bit schemes) */
-int fx_gemv_elem_bytes(int kind) { return kind == GV_BF16 || kind == GV_W4 || kind == GV_MX4 ? 2 : 1; }
+int fx_gemv_elem_bytes(int kind) { return kind == GV_BF16 || fx_gemv_w4(kind) ? 2 : 1; }
 /* shared memory of each kernel: the operand rows and their scales */
 size_t fx_gemv_smem1(int kind, int H) { return ((size_t)H * fx_gemv_elem_bytes(kind) + 15) / 16 * 16 + (H / 128 + 1) * 4; }
 size_t fx_gemv_smem2(int kind, int topk, int I)
@@ -545,6 +545,15 @@ void moe_cuda_fx_tiles(const moe_cuda_fx_plan *plan, char *buf, size_t n)
              !plan->persistent || !ew ? "" : ew == 3 ? ", epilogue warpgroup" : ew == 1 ? ", GEMM1 epilogue warpgroup" : ", GEMM2 epilogue warpgroup",
              sh, !plan->tma ? "" : plan->weight_promo == 256 ? ", TMA weights (L2 256 B" : plan->weight_promo == 128 ? ", TMA weights (L2 128 B" : ", TMA weights (L2 no promotion",
              !plan->tma ? "" : plan->weight_tiled && !plan->persistent ? ", tiled)" : ")");
+}
+
+void moe_cuda_fx_plan_words(const moe_cuda_fx_plan *plan, char *buf, size_t n)
+{
+    if (!buf || !n) return;
+    char tiles[160];
+    moe_cuda_fx_tiles(plan, tiles, sizeof tiles);
+    if (!plan) snprintf(buf, n, "%s", tiles);
+    else snprintf(buf, n, "%s, %d launches, workspace %zu B", tiles, plan->launches, plan->workspace);
 }
 
 moe_fused_model moe_cuda_fx_model(const moe_cuda_fx_problem *p, const moe_cuda_fx_plan *plan)

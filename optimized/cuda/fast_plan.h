@@ -62,6 +62,8 @@ static inline int fx_is_w4(fx_kind k) { return k == KIND_W4 || k == KIND_MX4; }
  * (warps a CTA; shared memory a kernel) and whether a problem fits them. */
 enum { GV_BF16 = 0, GV_FP8, GV_FP8_BLOCK, GV_I8, GV_W4, GV_MX4 };
 enum { GV_MAXW = 16, GV_SMEM_MAX = 96 * 1024 };
+/* the 4-bit weight codes (two a byte, converted to bf16 in the kernels) */
+static inline int fx_gemv_w4(int kind) { return kind == GV_W4 || kind == GV_MX4; }
 int fx_gemv_fits(int kind, int topk, int H, int I);
 int fx_gemv_elem_bytes(int kind);
 size_t fx_gemv_smem1(int kind, int H);
